@@ -25,3 +25,27 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int, number: int)
         for name, fn in fns.items():
             samples[name].append(time_call(fn, number))
     return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def paired(
+    fns: dict[str, Callable[[], object]], repeats: int, number: int
+) -> dict[str, tuple[float, list[float]]]:
+    """Each function's median seconds per call and its ratio to the first, per repeat.
+
+    Every repeat times all functions once, in an order rotated from repeat to repeat, and
+    divides each time by the first function's time in the same repeat: a ratio of two
+    neighbouring measurements, which drift on a shared machine moves far less than it
+    moves either time.  Returns ``{name: (median seconds, [ratio per repeat])}``.
+    """
+    for fn in fns.values():  # warm-up: compile and run once
+        jax.block_until_ready(fn())
+    names = list(fns)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            samples[name].append(time_call(fns[name], number))
+    base = samples[names[0]]
+    return {
+        name: (statistics.median(s), [t / b for t, b in zip(s, base, strict=True)])
+        for name, s in samples.items()
+    }

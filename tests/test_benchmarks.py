@@ -1,8 +1,9 @@
-"""The benchmark suite's smoke form: every workload and row runs, and the costs agree.
+"""The benchmarks' smoke form: every workload, row and script runs on tiny sizes.
 
-The full run (`python benchmarks/run.py`) takes minutes and is recorded by hand in
-`benchmarks/RESULTS.md`; here `--quick` runs it on tiny sizes, which checks that every
-implementation runs and reaches the same final cost, and writes nothing.
+The full runs (`python benchmarks/run.py`, the `bench_*.py` scripts) take minutes and are
+recorded by hand in `benchmarks/RESULTS.md`; here `run.py --quick` checks that every
+implementation runs and reaches the same final cost, and each script runs with tiny
+sizes and prints its headline row.  Nothing is written.
 """
 
 import os
@@ -10,21 +11,56 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def test_run_quick_runs_every_workload() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _run(script: str, *args: str) -> str:
+    """The stdout of ``python benchmarks/<script> <args>``, which must exit 0."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick"],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=600,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_run_quick_runs_every_workload() -> None:
+    stdout = _run("run.py", "--quick")
     for heading in ("### Targets", "### W1", "### W2", "### W3", "### W4", "### W5"):
-        assert heading in done.stdout
+        assert heading in stdout
     for row in ("| funcgrad, whole run in one lax.scan |", "| fg.py_func, value + gradient |"):
-        assert row in done.stdout
+        assert row in stdout
+
+
+SCRIPTS = {
+    "bench_gradients.py": (["--repeats", "1", "--number", "1"], "ratio fg.gradients / jax.vjp"),
+    "bench_higher_order.py": (
+        ["--size", "1000", "--max-order", "2", "--repeats", "1", "--first-repeats", "1"],
+        "| nth_derivative first (s) |",
+    ),
+    "bench_overrides.py": (
+        ["--batch", "8", "--hidden", "16", "--runs", "2", "--compiles", "1"],
+        "gradients bit-identical: True",
+    ),
+    "bench_py_func.py": (["--size", "10", "--calls", "2", "--repeats", "1"], "ratio fg.py_func"),
+    "bench_scale.py": (
+        ["--micro", "8", "--repeats", "2", "--number", "1"],
+        "minimize_in_microbatches k=4",
+    ),
+    "bench_train.py": (
+        ["--repeats", "1", "--loop-steps", "2", "--examples", "256"],
+        "epoch (2 steps, lax.scan)",
+    ),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_benchmark_script_runs_on_tiny_sizes(script: str) -> None:
+    args, expected = SCRIPTS[script]
+    assert expected in _run(script, *args)
