@@ -16,14 +16,28 @@ def time_call(fn: Callable[[], object], number: int) -> float:
     return (time.perf_counter() - start) / number
 
 
-def interleaved(fns: dict[str, Callable[[], object]], repeats: int, number: int) -> dict:
-    """Median seconds per call of each function, timed in turn within each repeat."""
+def _samples(
+    fns: dict[str, Callable[[], object]], repeats: int, number: int, *, rotate: bool
+) -> dict[str, list[float]]:
+    """Seconds per call of each function, one sample per repeat, all timed in each repeat.
+
+    After one warm-up call each (compilation), every repeat times every function once:
+    in the given order, or, with ``rotate``, starting one further along each repeat.
+    """
     for fn in fns.values():  # warm-up: compile and run once
         jax.block_until_ready(fn())
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            samples[name].append(time_call(fn, number))
+    names = list(fns)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        shift = r % len(names) if rotate else 0
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(time_call(fns[name], number))
+    return samples
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int, number: int) -> dict:
+    """Median seconds per call of each function, timed in turn within each repeat."""
+    samples = _samples(fns, repeats, number, rotate=False)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
@@ -34,17 +48,11 @@ def paired(
 
     Every repeat times all functions once, in an order rotated from repeat to repeat, and
     divides each time by the first function's time in the same repeat: a ratio of two
-    neighbouring measurements, which drift on a shared machine moves far less than it
-    moves either time.  Returns ``{name: (median seconds, [ratio per repeat])}``.
+    measurements taken moments apart, which drift on a shared machine moves far less
+    than it moves either time.  Returns ``{name: (median seconds, [ratio per repeat])}``.
     """
-    for fn in fns.values():  # warm-up: compile and run once
-        jax.block_until_ready(fn())
-    names = list(fns)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            samples[name].append(time_call(fns[name], number))
-    base = samples[names[0]]
+    samples = _samples(fns, repeats, number, rotate=True)
+    base = samples[next(iter(fns))]
     return {
         name: (statistics.median(s), [t / b for t, b in zip(s, base, strict=True)])
         for name, s in samples.items()
