@@ -437,3 +437,24 @@ def test_no_gradients_names_the_cut():
         ValueError, match=r"^fg\.train\.LossScaleOptimizer\.apply_gradients.*No gradients"
     ):
         opt.apply_gradients([(None, v) for v in jax.tree.leaves(state.params)], state)
+
+
+def test_tf_checkpoints_refuse_it_and_take_the_wrapped_optimizers_part(tmp_path):
+    opt = _scaled(fg.train.AdamOptimizer(0.1))
+    state, _ = opt.minimize(loss_fn, opt.init(PARAMS), _x(0))
+    for call in [
+        lambda: fg.train.save_tf_checkpoint(tmp_path / "model.ckpt-1", state, opt),
+        lambda: fg.train.restore_tf_checkpoint(tmp_path / "model.ckpt-1", state, opt),
+    ]:
+        with pytest.raises(TypeError, match=r"supported optimizers are .*opt\.optimizer, with"):
+            call()
+    # What the message says to do instead.
+    part = fg.train.TrainState(state.params, state.opt_state.inner_state, state.global_step)
+    prefix = fg.train.save_tf_checkpoint(tmp_path / "model.ckpt-1", part, opt.optimizer)
+    restored = fg.train.restore_tf_checkpoint(prefix, opt.optimizer.init(PARAMS), opt.optimizer)
+    resumed = state._replace(
+        params=restored.params,
+        opt_state=state.opt_state._replace(inner_state=restored.opt_state),
+        global_step=restored.global_step,
+    )
+    chex.assert_trees_all_close(resumed, state)
