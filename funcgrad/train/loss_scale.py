@@ -33,7 +33,6 @@ from funcgrad.train import _habits
 from funcgrad.train import _pairs
 from funcgrad.train import _var_list
 from funcgrad.train._loss_and_grads import value_and_grads
-from funcgrad.train._loss_and_grads import why_unconnected
 from funcgrad.train._var_list import VarList
 from funcgrad.train._variables import Flat
 from funcgrad.train.group import OptimizerGroup
@@ -322,17 +321,12 @@ class LossScaleOptimizer:
         caller = self._caller("loss_scale(state)")
         return _loss_scale_state(caller, state, "scale = opt.loss_scale(state)").loss_scale
 
+    # fmt: off
     def compute_gradients(
-        self,
-        loss_fn: Callable[..., Any],
-        state: TrainState,
-        /,
-        *args: Any,
-        var_list: VarList = None,
-        grad_loss: Any = None,
-        has_aux: bool = False,
-        **kwargs: Any,
+        self, loss_fn: Callable[..., Any], state: TrainState, /, *args: Any,
+        var_list: VarList = None, grad_loss: Any = None, has_aux: bool = False, **kwargs: Any,
     ) -> GradsAndVars | tuple[GradsAndVars, Any]:
+        # fmt: on
         """The unscaled ``(gradient, variable)`` pairs of ``loss_fn`` at ``state.params``.
 
         As TensorFlow's ``compute_gradients``: the loss's cotangent (``grad_loss``, or
@@ -379,7 +373,7 @@ class LossScaleOptimizer:
                 f"state itself, not state.params: {call}."
             )
         options = {"var_list": var_list, "grad_loss": grad_loss, "has_aux": has_aux}
-        out, _, grads = self._gradients(caller, call, loss_fn, state, args, kwargs, options)
+        out, _, grads, _ = self._gradients(caller, call, loss_fn, state, args, kwargs, options)
         gvs = list(zip(grads, Flat(state.params).variables, strict=True))
         return (gvs, out[1]) if has_aux else gvs
 
@@ -472,20 +466,12 @@ class LossScaleOptimizer:
         caller = self._caller("minimize(loss_fn, state, *args)")
         call = "state, loss = opt.minimize(loss_fn, state, *args)"
         options = {"var_list": var_list, "grad_loss": grad_loss, "has_aux": has_aux}
-        out, selected, grads = self._gradients(caller, call, loss_fn, state, args, kwargs, options)
+        out, selected, grads, why = self._gradients(
+            caller, call, loss_fn, state, args, kwargs, options
+        )
         if all(g is None for g in grads):
-            why = why_unconnected(
-                caller,
-                loss_fn,
-                Flat(state.params),
-                args,
-                kwargs,
-                selected,
-                has_aux=has_aux,
-                grad_loss=grad_loss,
-            )
             chosen = [n for n, s in zip(variable_names(state.params), selected, strict=True) if s]
-            raise _pairs.no_gradients(caller, chosen, why)
+            raise _pairs.no_gradients(caller, chosen, why())
         return self._apply(grads, state, state.opt_state), out
 
     def _gradients(
@@ -497,16 +483,17 @@ class LossScaleOptimizer:
         args: Sequence[Any],
         kwargs: dict[str, Any],
         options: dict[str, Any],
-    ) -> tuple[Any, list[bool], list[Any]]:
-        """``loss_fn``'s output, the selected variables and their unscaled gradients;
-        ``options`` holds ``var_list``, ``grad_loss`` and ``has_aux``."""
+    ) -> tuple[Any, list[bool], list[Any], Callable[[], str]]:
+        """``loss_fn``'s output, the selected variables, their unscaled gradients and
+        ``why()``, the explanation of an all-``None`` gradient; ``options`` holds
+        ``var_list``, ``grad_loss`` and ``has_aux``."""
         scale = _loss_scale_state(caller, state, call).loss_scale
         _habits.refuse_keywords(caller, loss_fn, kwargs, call)
         var_list = options["var_list"]
         selected = _var_list.select(
             caller, state.params, self.optimizer.var_list if var_list is None else var_list
         )
-        out, grads = value_and_grads(
+        out, grads, why = value_and_grads(
             caller,
             _scaled_loss_fn(loss_fn, scale, options["has_aux"]),
             Flat(state.params),
@@ -516,7 +503,7 @@ class LossScaleOptimizer:
             has_aux=options["has_aux"],
             grad_loss=options["grad_loss"],
         )
-        return out, selected, [_unscaled(g, scale) for g in grads]
+        return out, selected, [_unscaled(g, scale) for g in grads], why
 
     def _apply(self, grads: list[Any], state: TrainState, ls_state: LossScaleState) -> TrainState:
         """One step of the wrapped optimizer by unscaled ``grads`` (one per variable, at
