@@ -463,3 +463,13 @@ def test_tf_checkpoints_refuse_it_and_take_the_wrapped_optimizers_part(tmp_path)
         global_step=restored.global_step,
     )
     chex.assert_trees_all_close(resumed, state)
+
+
+def test_tensorflow_conventions_reach_the_scaled_backward_pass():
+    """TensorFlow's gradient of abs at 0 (0) and of minimum at a tie (to the first
+    argument), through the scaled cotangent."""
+    opt = _scaled(fg.train.GradientDescentOptimizer(0.1))
+    loss = fg.tensorflow_conventions(lambda p, x: jnp.sum(jnp.minimum(1.0, jnp.abs(p["w"] * x))))
+    state = opt.init({"w": jnp.array([0.0, 1.0, 0.5])})
+    [(g, _)] = opt.compute_gradients(loss, state, jnp.float32(1.0))
+    np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
