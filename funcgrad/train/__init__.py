@@ -13,6 +13,8 @@ Where each concept lives:
 * ``schedules``: TensorFlow's learning-rate decays.
 * ``names``: ``variable_names``.
 * ``moving_averages``: ``ExponentialMovingAverage``, TensorFlow's averages of the weights.
+* ``loss_scale``: ``LossScaleOptimizer``, mixed precision's (dynamic) loss scaling over
+  any optimizer, its scale and counter in the state.
 * ``tf_checkpoint``: TensorFlow 1.x ``tf.train.Saver`` checkpoints to and from a
   ``TrainState``, over ``_tf_bundle`` (the checkpoint files, read and written with NumPy).
 * ``accumulate``, ``finite``, ``parallel``, ``checkpoint``: gradient accumulation,
@@ -35,6 +37,8 @@ from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.learning_rate import InjectLearningRateState
 from funcgrad.train.learning_rate import scale_by_learning_rate
 from funcgrad.train.learning_rate import set_learning_rate
+from funcgrad.train.loss_scale import LossScaleOptimizer
+from funcgrad.train.loss_scale import LossScaleState
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.moving_averages import ExponentialMovingAverage
 from funcgrad.train.names import variable_names
@@ -81,6 +85,8 @@ __all__ = [
     "FtrlOptimizer",
     "GradientDescentOptimizer",
     "InjectLearningRateState",
+    "LossScaleOptimizer",
+    "LossScaleState",
     "MomentumOptimizer",
     "Optimizer",
     "OptimizerGroup",

@@ -52,6 +52,7 @@ from funcgrad import _checks
 from funcgrad.train import _tf_bundle
 from funcgrad.train import _var_list
 from funcgrad.train._var_list import VarList
+from funcgrad.train.loss_scale import LossScaleOptimizer
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.state import TrainState
@@ -128,10 +129,18 @@ def _slots(caller: str, optimizer: Any) -> tuple[_Slot, ...]:
     """The optimizer's slot table; a ``TypeError`` for any other optimizer."""
     if type(optimizer) not in _SLOTS:
         supported = ", ".join(sorted(kind.__name__ for kind in _SLOTS))
+        fix = "pass the one the TensorFlow run used, with its arguments"
+        if isinstance(optimizer, LossScaleOptimizer):
+            fix = (
+                "a LossScaleOptimizer's scale (TensorFlow's current_loss_scale and "
+                "good_steps) is not read or written; pass the optimizer it wraps, "
+                "opt.optimizer, with its part of the state, TrainState(state.params, "
+                "state.opt_state.inner_state, state.global_step)"
+            )
         raise TypeError(
             f"{caller}: the optimizer, a {type(optimizer).__name__}, has no TensorFlow 1.x "
             f"names for its state; the supported optimizers are fg.train's {supported} "
-            "(unwrapped) — pass the one the TensorFlow run used, with its arguments."
+            f"(unwrapped) — {fix}."
         )
     if isinstance(optimizer, RMSPropOptimizer) and optimizer.hyperparameters["centered"]:
         return _RMSPROP_CENTERED
@@ -370,7 +379,8 @@ def restore_tf_checkpoint(
         checkpoint (every CRC32C is checked); Adam's powers do not come from the
         optimizer's betas; ``global_step`` exceeds int32; ``name_map`` names nothing.
       TypeError: ``optimizer`` is not one of the nine TF1 optimizers (a plain
-        ``fg.train.Optimizer`` or a wrapped one), or ``state`` is not a ``TrainState``.
+        ``fg.train.Optimizer``, a wrapped one, a ``LossScaleOptimizer``: pass the
+        optimizer it wraps), or ``state`` is not a ``TrainState``.
 
     Example:
       >>> import tempfile
