@@ -23,7 +23,8 @@ Where each concept lives:
   leaves are variables; ``_var_list``: which variables ``var_list`` selects;
   ``_loss_and_grads``: calling and differentiating the loss (``has_aux``,
   ``grad_loss``); ``_pairs``: which variable each ``(gradient, variable)`` pair
-  belongs to; ``_habits``: the errors TF1 and optax habits get.
+  belongs to; ``_habits``: the errors TF1 and optax habits get; ``_float32``: optimizer
+  arithmetic in float32 for bfloat16 and float16 parameters.
 """
 
 from funcgrad.train.accumulate import AccumulateGradientsState
