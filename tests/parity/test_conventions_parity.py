@@ -163,8 +163,11 @@ PROBES = [
            lambda x: jax.nn.leaky_relu(x, 0.2)),
     _unary("leaky_relu_default", lambda tf: lambda x: tf.nn.leaky_relu(x, 0.01),
            jax.nn.leaky_relu),
-    _unary("softplus", lambda tf: tf.nn.softplus, jax.nn.softplus, BIG, ulps=8),
-    _unary("sigmoid", lambda tf: tf.sigmoid, jax.nn.sigmoid, BIG, ulps=8),
+    # Their second and third derivatives are polynomials in sigmoid or tanh, built on an
+    # exp whose XLA kernel differs per instruction set: 7 to 9 ulps from TensorFlow's on
+    # AVX-512, AVX2, AVX and SSE4_2 CPUs (TensorFlow's is within 2 of the exact value).
+    _unary("softplus", lambda tf: tf.nn.softplus, jax.nn.softplus, BIG, ulps=16),
+    _unary("sigmoid", lambda tf: tf.sigmoid, jax.nn.sigmoid, BIG, ulps=16),
     _unary("tanh", lambda tf: tf.tanh, jnp.tanh, BIG, ulps=16),
     _unary("softsign", lambda tf: tf.nn.softsign, jax.nn.soft_sign, BIG, seqs=FIRST),
     # exponentials, logarithms, roots and powers
