@@ -1,6 +1,8 @@
 """What every workload shares: rows of results, timing, optional peers."""
 
+import contextlib
 import dataclasses
+import gc
 import importlib
 import os
 import statistics
@@ -34,18 +36,27 @@ def row(name: str, run: Callable[[], Any], repeats: int, final: Callable[[Any], 
 def interleaved(
     runs: dict[str, tuple[Callable[[], Any], Callable[[Any], float]]], repeats: int
 ) -> list[Row]:
-    """Like :func:`row` for several runs, their repeats taken in turn so load hits all alike."""
+    """Like :func:`row` for several runs, their repeats taken in turn so load hits all alike.
+
+    Python's garbage collector is off while a call is timed, as in ``timeit``: a full
+    collection of what earlier workloads left (TensorFlow's graphs, traced programs)
+    takes up to half a second here and would land in whichever call it happened to
+    interrupt. Each first run starts after a collection.
+    """
     firsts, results = {}, {}
     for name, (run, _) in runs.items():
-        start = time.perf_counter()
-        results[name] = run()
-        firsts[name] = time.perf_counter() - start
+        gc.collect()
+        with _gc_off():
+            start = time.perf_counter()
+            results[name] = run()
+            firsts[name] = time.perf_counter() - start
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, (run, _) in runs.items():
-            start = time.perf_counter()
-            results[name] = run()
-            samples[name].append(time.perf_counter() - start)
+            with _gc_off():
+                start = time.perf_counter()
+                results[name] = run()
+                samples[name].append(time.perf_counter() - start)
     return [
         Row(
             name,
@@ -55,6 +66,17 @@ def interleaved(
         )
         for name, (_, final) in runs.items()
     ]
+
+
+@contextlib.contextmanager
+def _gc_off():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def peer(module: str) -> ModuleType | None:
