@@ -37,6 +37,11 @@ def as_int(caller: str, name: str, value: Any, *, minimum: int | None = None, hi
     return number
 
 
+def is_real_number(value: Any) -> bool:
+    """Whether ``value`` is a Python or NumPy real number (integer or floating), not a bool."""
+    return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)
+
+
 def did_you_mean(name: str, valid: Iterable[str]) -> str:
     """`` (did you mean 'X'?)`` for the closest of ``valid``, case-insensitively, or ``""``.
 

@@ -432,7 +432,7 @@ def _at(name: str, shape: tuple[int, ...], flat: int) -> str:
 
 def _positive(caller: str, name: str, value: Any) -> float:
     """``value`` as a positive finite ``float``."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+    if not _checks.is_real_number(value):
         raise TypeError(
             f"{caller}: {name} must be a number, got {type(value).__name__}; pass a positive "
             f"float, e.g. {name}=1e-3."

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from funcgrad import _checks
 from funcgrad._types import PyTree
 from funcgrad._types import is_array
 from funcgrad.train import _habits
@@ -120,16 +121,9 @@ def _all_finite(grads: Sequence[Any]) -> jax.Array:
     return functools.reduce(jnp.logical_and, checks, jnp.bool_(True))
 
 
-def _is_number(value: Any) -> bool:
-    """A Python or NumPy real number, not a bool."""
-    return not isinstance(value, bool | np.bool_) and isinstance(
-        value, int | float | np.integer | np.floating
-    )
-
-
 def _is_integer(value: Any) -> bool:
     """A Python or NumPy integer, not a bool."""
-    return _is_number(value) and isinstance(value, int | np.integer)
+    return _checks.is_real_number(value) and isinstance(value, int | np.integer)
 
 
 class LossScaleOptimizer:
@@ -230,9 +224,9 @@ class LossScaleOptimizer:
             f"{name}={value!r} is not {kind}"
             for name, value, kind, ok in [
                 ("dynamic", dynamic, "True or False", isinstance(dynamic, bool)),
-                ("initial_scale", initial_scale, "a number", _is_number(initial_scale)),
+                ("initial_scale", initial_scale, "a number", _checks.is_real_number(initial_scale)),
                 ("growth_steps", growth_steps, "an integer", _is_integer(growth_steps)),
-                ("multiplier", multiplier, "a number", _is_number(multiplier)),
+                ("multiplier", multiplier, "a number", _checks.is_real_number(multiplier)),
             ]
             if not ok
         ]

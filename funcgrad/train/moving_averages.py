@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from funcgrad import _checks
 from funcgrad._types import PyTree
 from funcgrad._types import is_array
 
@@ -111,7 +112,7 @@ class ExponentialMovingAverage:
 
     def __init__(self, decay: float, num_updates: bool = False, zero_debias: bool = False) -> None:
         caller = "fg.train.ExponentialMovingAverage(decay, num_updates, zero_debias)"
-        if isinstance(decay, bool) or not isinstance(decay, int | float | np.integer | np.floating):
+        if not _checks.is_real_number(decay):
             raise TypeError(
                 f"{caller}: decay must be a Python number, got {decay!r}; pass e.g. 0.999."
             )

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from funcgrad import _checks
 from funcgrad._types import ArrayLike
 from funcgrad._types import Schedule
 
@@ -42,7 +43,7 @@ __all__ = [
 
 def _number(caller: str, name: str, value: float, ok: Callable[[float], bool], need: str) -> float:
     """``value`` as a float; it must be a finite real number for which ``ok`` holds."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+    if not _checks.is_real_number(value):
         raise TypeError(
             f"{caller}: {name} must be a Python number, got {type(value).__name__}; "
             "the schedule's shape is fixed when it is made (only the learning rate may be "

@@ -31,7 +31,6 @@ from collections.abc import Callable
 from typing import Annotated
 from typing import Any
 
-import numpy as np
 import optax
 
 from funcgrad import _checks
@@ -104,7 +103,7 @@ class _TfOptimizer(Optimizer):
         not_numbers = [
             f"{k} must be a number, got {v!r}"
             for k, v in ranged.items()
-            if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating)
+            if not _checks.is_real_number(v)
         ]
         hint = "TensorFlow's defaults are a safe start"
         caller = f"fg.train.{name}(...)"
