@@ -114,18 +114,30 @@ INNER = {
 }
 
 
+def _runs(tf, inner, inputs, targets=Y, **options):
+    """funcgrad's and TensorFlow's runs of ``INNER[inner]`` under one loss scale:
+    ``LossScaleOptimizer(inner, **options)`` and the TensorFlow loss-scale object with
+    the same settings."""
+    make_tf, make_fg = INNER[inner]
+    opt = fg.train.LossScaleOptimizer(make_fg(), **options)
+
+    def loss_scale(mp):
+        if not opt.dynamic:
+            return mp.FixedLossScale(opt.initial_scale)
+        return mp.DynamicLossScale(
+            initial_loss_scale=opt.initial_scale,
+            increment_period=opt.growth_steps,
+            multiplier=opt.multiplier,
+        )
+
+    expected = _tf_run(tf, inputs, lambda gs: make_tf(tf, gs), loss_scale, targets)
+    return _fg_run(opt, inputs, targets), expected
+
+
 @pytest.mark.parametrize("inner", list(INNER))
 def test_injected_inf_steps_match_tensorflow_step_by_step(tf, inner) -> None:
-    make_tf, make_fg = INNER[inner]
     inputs = _inputs(bad_steps={2, 3, 7})
-    expected = _tf_run(
-        tf,
-        inputs,
-        lambda gs: make_tf(tf, gs),
-        lambda mp: mp.DynamicLossScale(initial_loss_scale=2.0**10, increment_period=2),
-    )
-    opt = fg.train.LossScaleOptimizer(make_fg(), initial_scale=2.0**10, growth_steps=2)
-    got = _fg_run(opt, inputs)
+    got, expected = _runs(tf, inner, inputs, initial_scale=2.0**10, growth_steps=2)
     _assert_runs_equal(got, expected)
     # The run saw skips, growth and a step count behind the step number.
     scales = [float(e[3]) for e in expected]
@@ -135,16 +147,7 @@ def test_injected_inf_steps_match_tensorflow_step_by_step(tf, inner) -> None:
 
 def test_the_scale_grows_after_growth_steps_finite_steps_as_in_tensorflow(tf) -> None:
     inputs = _inputs(bad_steps=set())
-    expected = _tf_run(
-        tf,
-        inputs,
-        lambda _: tf.compat.v1.train.GradientDescentOptimizer(0.2),
-        lambda mp: mp.DynamicLossScale(initial_loss_scale=3.0, increment_period=3, multiplier=1.5),
-    )
-    opt = fg.train.LossScaleOptimizer(
-        fg.train.GradientDescentOptimizer(0.2), initial_scale=3.0, growth_steps=3, multiplier=1.5
-    )
-    got = _fg_run(opt, inputs)
+    got, expected = _runs(tf, "sgd", inputs, initial_scale=3.0, growth_steps=3, multiplier=1.5)
     _assert_runs_equal(got, expected)
     assert [float(g[3]) for g in got] == [3.0, 3.0, 4.5, 4.5, 4.5, 6.75, 6.75, 6.75, 10.125, 10.125]
 
@@ -158,34 +161,18 @@ def test_an_overflowing_scale_is_lowered_until_the_gradients_fit_as_in_tensorflo
     (TensorFlow's order differs) cannot change which steps overflow.
     """
     inputs = _inputs(bad_steps=set())
-    expected = _tf_run(
-        tf,
-        inputs,
-        lambda _: tf.compat.v1.train.AdamOptimizer(0.05),
-        lambda mp: mp.DynamicLossScale(initial_loss_scale=2.0**127, increment_period=1),
-        targets=1400 * Y,
+    got, expected = _runs(
+        tf, "adam", inputs, targets=1400 * Y, initial_scale=2.0**127, growth_steps=1
     )
-    opt = fg.train.LossScaleOptimizer(
-        fg.train.AdamOptimizer(0.05), initial_scale=2.0**127, growth_steps=1
-    )
-    got = _fg_run(opt, inputs, targets=1400 * Y)
     _assert_runs_equal(got, expected)
     assert 0 < int(expected[-1][5]) < STEPS - 3  # several steps skipped, some applied
 
 
 def test_a_scale_at_float32_max_does_not_grow_to_inf_as_in_tensorflow(tf) -> None:
     inputs = _inputs(bad_steps=set())
-    expected = _tf_run(
-        tf,
-        inputs,
-        lambda _: tf.compat.v1.train.GradientDescentOptimizer(0.2),
-        lambda mp: mp.DynamicLossScale(initial_loss_scale=2.0**127, increment_period=1),
-        targets=1e-3 * Y,
+    got, expected = _runs(
+        tf, "sgd", inputs, targets=1e-3 * Y, initial_scale=2.0**127, growth_steps=1
     )
-    opt = fg.train.LossScaleOptimizer(
-        fg.train.GradientDescentOptimizer(0.2), initial_scale=2.0**127, growth_steps=1
-    )
-    got = _fg_run(opt, inputs, targets=1e-3 * Y)
     _assert_runs_equal(got, expected)
     assert [float(g[3]) for g in got] == [2.0**127] * STEPS
     assert int(got[-1][5]) == STEPS
@@ -195,22 +182,13 @@ def test_a_fixed_scale_applies_every_step_as_tensorflow(tf) -> None:
     """A scale of 3, not a power of two: the unscaled gradients are TensorFlow's
     ``g * (1 / 3)``, and a non-finite step is applied."""
     inputs = _inputs(bad_steps={8})
-    expected = _tf_run(
-        tf,
-        inputs,
-        lambda _: tf.compat.v1.train.GradientDescentOptimizer(0.2),
-        lambda mp: mp.FixedLossScale(3.0),
-    )
-    opt = fg.train.LossScaleOptimizer(
-        fg.train.GradientDescentOptimizer(0.2), dynamic=False, initial_scale=3.0
-    )
-    got = _fg_run(opt, inputs)
+    got, expected = _runs(tf, "sgd", inputs, dynamic=False, initial_scale=3.0)
     _assert_runs_equal(got[:8], expected[:8])
     assert np.isnan(got[8][1]).any() and np.isnan(expected[8][1]).any()
     assert int(got[-1][5]) == int(expected[-1][5]) == STEPS
 
 
-def test_compute_gradients_returns_tensorflows_unscaled_gradients(tf) -> None:
+def test_compute_gradients_returns_tensorflows_unscaled_gradients(tf, run_tf1) -> None:
     def build():
         v1 = tf.compat.v1
         W, b = tf.Variable(W0), tf.Variable(B0)
@@ -220,12 +198,7 @@ def test_compute_gradients_returns_tensorflows_unscaled_gradients(tf) -> None:
         )
         return [g for g, _ in opt.compute_gradients(loss, [W, b], grad_loss=tf.constant(0.5))]
 
-    v1 = tf.compat.v1
-    with tf.Graph().as_default():
-        fetches = build()
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            expected = sess.run(fetches)
+    expected = run_tf1(build)
     opt = fg.train.LossScaleOptimizer(
         fg.train.GradientDescentOptimizer(0.1), dynamic=False, initial_scale=3.0
     )
