@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from _timing import interleaved
 
 import funcgrad as fg
-from funcgrad import _connectivity
+from funcgrad._core import connectivity as _connectivity
 
 
 def _mlp_loss(params, x, y):

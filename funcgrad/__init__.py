@@ -19,21 +19,10 @@ each private module opens with a design note):
 * ``train``: the TF1 optimizer shim (its own ``__init__`` lists its modules).
 * ``_types``: the shared vocabulary — type aliases, the one ``Op`` record, the
   gradient-function protocol, ``UnconnectedGradients``, "is this an array leaf".
-* ``_checks``: argument checks in the one error voice (the integer check, "did you
-  mean", every problem collected before raising).
-* ``_core``: the differentiation core — the ``xs`` convention, trace, connectivity,
-  ``jax.vjp``, and the one check of a gradient function's cotangents.
-* ``_taps``: the machinery behind ``tap``.
-* ``_connectivity``: which inputs reach which outputs, and what is a cut — decided per
-  equation; the same pass records the cuts on an unconnected input's paths.
-* ``_rewrite``: the jaxpr interpreter that re-emits a function with some equations
-  replaced (gradient overrides, cuts).
-* ``_op_gradients``: a function whose named ops differentiate with gradient functions
-  (behind ``gradient_override_map`` and ``tensorflow_conventions``).
-* ``_tf_gradients``: TensorFlow's registered gradient functions, written in JAX.
-* ``_backward``: the backward pass re-emitted so XLA's CPU backend runs it fast.
-* ``_derivative_modes``: which differentiation mode a jaxpr allows (for
-  ``higher_order``).
+* ``_checks``: argument checks in the one error voice.
+* ``_core/``: the private differentiation machinery (trace, connectivity, the jaxpr
+  rewriter, TensorFlow's gradient functions, the backward pass), explained in its
+  ``README.md``.
 """
 
 from importlib.metadata import PackageNotFoundError

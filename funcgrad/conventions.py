@@ -4,7 +4,7 @@ JAX and TensorFlow 2.21 agree on the derivative of most ops, but not everywhere:
 ``maximum`` tie, ``abs`` at 0, a ``sqrt`` in the masked branch of a ``where``, ``pow``'s
 higher derivatives, ``elu`` at 0, ...  ``tensorflow_conventions`` re-emits a function
 with the ops where they differ differentiated by TensorFlow's registered gradient
-function (``funcgrad._tf_gradients``), found by name in the function's jaxpr as
+function (``funcgrad._core.tf_gradients``), found by name in the function's jaxpr as
 ``gradient_override_map`` finds them.
 """
 
@@ -17,8 +17,8 @@ from typing import TypeVar
 import jax
 import jax.numpy as jnp
 
-from funcgrad import _op_gradients
-from funcgrad._tf_gradients import GRADIENTS
+from funcgrad._core import op_gradients as _op_gradients
+from funcgrad._core.tf_gradients import GRADIENTS
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
 

@@ -3,7 +3,7 @@
 ``fg.gradients`` answers ``None`` for an input that no differentiable path joins to the
 outputs, as ``tf.gradients`` does, but neither says where the path was cut.
 :func:`explain_unconnected` does, from the same analysis of ``f``'s jaxpr
-(``funcgrad._connectivity``): for each unconnected input, whether ``f`` uses it at all
+(``funcgrad._core.connectivity``): for each unconnected input, whether ``f`` uses it at all
 and which cuts stand on its paths, each with the line of the user's code that made it
 (JAX records a traceback with every equation it traces).  It all happens at trace time:
 nothing is added to any compiled program.
@@ -23,9 +23,9 @@ import jaxlib
 from jax.extend import core
 
 from funcgrad import _checks
-from funcgrad import _connectivity
-from funcgrad import _core
-from funcgrad import _taps
+from funcgrad._core import connectivity as _connectivity
+from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import taps as _taps
 from funcgrad._types import PyTree
 
 __all__ = ["Cut", "Unconnected", "explain_unconnected", "format_unconnected"]
@@ -165,9 +165,11 @@ def explain_unconnected(
     caller = "fg.explain_unconnected(f, xs)"
     _checks.check_function(caller, f, "fg.explain_unconnected(lambda x: x ** 2, x)")
     stop = _taps.as_names(caller, "stop_gradients", stop_gradients)
-    multi, _, leaves, tree = _core.flatten_inputs(caller, xs)
+    multi, _, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     frame = _taps.Frame(caller, stop=frozenset(stop))
-    traced = _core.trace(caller, _taps.bound(f, tree, frame), leaves, grad_ys, has_aux=False)
+    traced = _differentiate.trace(
+        caller, _taps.bound(f, tree, frame), leaves, grad_ys, has_aux=False
+    )
     _taps.check_names(frame, stop, "stop_gradients")
     reach = _connectivity.input_reach(traced.closed.jaxpr, traced.outputs)
     order = _program_order(traced.closed.jaxpr)

@@ -4,7 +4,7 @@ funcgrad differentiates a *function* rather than a graph: ``gradients(f, xs)`` i
 TensorFlow's ``tf.gradients(f(xs), xs)``.  This module is the public face; the
 differentiation itself is ``funcgrad._core`` (which inputs reach the outputs is decided
 from ``f``'s jaxpr at trace time, so everything works inside ``jax.jit`` and
-``jax.vmap``) and the taps' machinery is ``funcgrad._taps``.
+``jax.vmap``) and the taps' machinery is ``funcgrad._core.taps``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Unpack
 import jax
 import jax.numpy as jnp
 
-from funcgrad import _connectivity
-from funcgrad import _core
-from funcgrad import _taps
+from funcgrad._core import connectivity as _connectivity
+from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import taps as _taps
 from funcgrad._types import Cotangent
 from funcgrad._types import PyTree
 from funcgrad._types import UnconnectedGradients
@@ -116,17 +116,17 @@ def _gradients(
     unconnected_gradients: str = "none",
     stop_gradients: str | Sequence[str] = (),
     has_aux: bool = False,
-) -> tuple[_core.Result, Any]:
+) -> tuple[_differentiate.Result, Any]:
     _check_callable(caller, f)
-    mode = _core.unconnected_mode(caller, unconnected_gradients)
+    mode = _differentiate.unconnected_mode(caller, unconnected_gradients)
     stop = _taps.as_names(caller, "stop_gradients", stop_gradients)
-    multi, _, leaves, tree = _core.flatten_inputs(caller, xs)
+    multi, _, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     frame = _taps.Frame(caller, stop=frozenset(stop))
     fun = _taps.bound(f, tree, frame)
     wrt = [_connectivity.is_differentiable(x.dtype) for x in leaves]
-    result = _core.differentiate(caller, fun, leaves, wrt, grad_ys, has_aux)
+    result = _differentiate.differentiate(caller, fun, leaves, wrt, grad_ys, has_aux)
     _taps.check_names(frame, stop, "stop_gradients")
-    grads = jax.tree.unflatten(tree, _core.fill(result.grads, leaves, mode))
+    grads = jax.tree.unflatten(tree, _differentiate.fill(result.grads, leaves, mode))
     return result, list(grads) if multi else grads[0]
 
 
@@ -273,10 +273,10 @@ def tap_gradients(
     """
     caller = "fg.tap_gradients(f, xs, names)"
     _check_callable(caller, f)
-    mode = _core.unconnected_mode(caller, unconnected_gradients)
+    mode = _differentiate.unconnected_mode(caller, unconnected_gradients)
     wanted = _taps.as_names(caller, "names", names)
     stop = frozenset(_taps.as_names(caller, "stop_gradients", stop_gradients))
-    _, _, leaves, tree = _core.flatten_inputs(caller, xs)
+    _, _, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     record = _taps.Frame(caller)
 
     def traced(*values: jax.Array) -> Any:
@@ -296,6 +296,6 @@ def tap_gradients(
             return f(*jax.tree.unflatten(tree, values[len(eps) :]))
 
     wrt = [_connectivity.is_differentiable(e.dtype) for e in eps] + [False] * len(leaves)
-    result = _core.differentiate(caller, fun, eps + leaves, wrt, grad_ys, has_aux=False)
-    grads = _core.fill(result.grads[: len(eps)], eps, mode)
+    result = _differentiate.differentiate(caller, fun, eps + leaves, wrt, grad_ys, has_aux=False)
+    grads = _differentiate.fill(result.grads[: len(eps)], eps, mode)
     return dict(jax.tree.unflatten(eps_tree, grads))

@@ -31,9 +31,9 @@ from jax.experimental import jet
 from jax.extend import core
 
 from funcgrad import _checks
-from funcgrad import _connectivity
-from funcgrad import _core
-from funcgrad import _derivative_modes
+from funcgrad._core import connectivity as _connectivity
+from funcgrad._core import derivative_modes as _derivative_modes
+from funcgrad._core import differentiate as _differentiate
 from funcgrad._types import ArrayLike
 from funcgrad._types import UnconnectedGradients
 from funcgrad._types import replace_at
@@ -71,7 +71,7 @@ class _Point:
 
 
 def _point(caller: str, f: Callable[..., Any], xs: Any) -> _Point:
-    multi, _, leaves, tree = _core.flatten_inputs(caller, xs)
+    multi, _, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     wrt = [i for i, x in enumerate(leaves) if _connectivity.is_differentiable(x.dtype)]
 
     def grads(*values: jax.Array) -> list[jax.Array]:
@@ -118,7 +118,7 @@ def hessians(f: Callable[..., Any], xs: Any, *, unconnected_gradients: str = "no
       ([[6.0, 0.0], [0.0, 12.0]], None)
     """
     caller = "fg.hessians(f, xs)"
-    mode = _core.unconnected_mode(caller, unconnected_gradients)
+    mode = _differentiate.unconnected_mode(caller, unconnected_gradients)
     _check_arrays(caller, xs)
     point = _point(caller, f, xs)
     jacobian = jax.jacrev if point.reverse else jax.jacfwd
@@ -184,7 +184,7 @@ def hvp(f: Callable[..., Any], xs: Any, vs: Any, *, unconnected_gradients: str =
       [6.0, 12.0]
     """
     caller = "fg.hvp(f, xs, vs)"
-    mode = _core.unconnected_mode(caller, unconnected_gradients)
+    mode = _differentiate.unconnected_mode(caller, unconnected_gradients)
     point = _point(caller, f, xs)
     vectors = _check_vectors(caller, point, vs)
     primals, dots = point.primals, [vectors[i] for i in point.wrt]
@@ -196,7 +196,7 @@ def hvp(f: Callable[..., Any], xs: Any, vs: Any, *, unconnected_gradients: str =
     for i, product, reach in zip(point.wrt, products, point.reach(), strict=True):
         if any(reach):
             out[i] = product
-    return point.result(_core.fill(out, point.leaves, mode))
+    return point.result(_differentiate.fill(out, point.leaves, mode))
 
 
 def _check_vectors(caller: str, point: _Point, vs: Any) -> list[jax.Array]:

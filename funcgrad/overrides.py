@@ -3,11 +3,11 @@
 
 ``custom_gradient`` writes a new function with its own gradient.  ``RegisterGradient``
 names a gradient function, and ``gradient_override_map`` gives that gradient to ops of
-an *existing* function, found by name in its jaxpr (``funcgrad._op_gradients`` and
-``funcgrad._rewrite`` do the rewriting); ``identity`` is ``tf.identity``, an op to
+an *existing* function, found by name in its jaxpr (``funcgrad._core.op_gradients`` and
+``funcgrad._core.rewrite`` do the rewriting); ``identity`` is ``tf.identity``, an op to
 override.  The only global state is the registry of named gradients, as in TensorFlow
 (the built-ins and TensorFlow's gradient function of each op type, from
-``funcgrad._tf_gradients``, are registered at import); it is guarded by a lock.
+``funcgrad._core.tf_gradients``, are registered at import); it is guarded by a lock.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from jax.extend import core
 from jax.extend.core import primitives
 
 from funcgrad import _checks
-from funcgrad import _core
-from funcgrad import _op_gradients
-from funcgrad import _rewrite
-from funcgrad import _tf_gradients
+from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import op_gradients as _op_gradients
+from funcgrad._core import rewrite as _rewrite
+from funcgrad._core import tf_gradients as _tf_gradients
 from funcgrad._types import Cotangent
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
@@ -262,7 +262,7 @@ def custom_gradient(f: _F) -> _F:
 
         def backward(consts: list[Any], dy: PyTree) -> tuple[Any, ...]:
             got = converted[-1](dy, *consts)
-            return tuple(_core.input_cotangents(caller, got, args, bare=True))
+            return tuple(_differentiate.input_cotangents(caller, got, args, bare=True))
 
         call.defvjp(forward, backward)
         return call(*args)

@@ -15,8 +15,8 @@ caches hit.
 Gradients are a ``jax.custom_vjp`` whose backward pass builds the op record (an
 ``fg.Op`` of type ``"PyFunc"``) and calls ``grad(op, dy)``; ``grad`` may call ``py_func``
 again for a NumPy gradient, and its result is checked as every gradient function's is
-(``funcgrad._core.input_cotangents``).  Without ``grad`` the op is not differentiable,
-as in TensorFlow (``ops.NotDifferentiable("PyFunc")``): it is made with
+(``funcgrad._core.differentiate.input_cotangents``).  Without ``grad`` the op is not
+differentiable, as in TensorFlow (``ops.NotDifferentiable("PyFunc")``): it is made with
 ``_connectivity.not_differentiable``, which ``fg.gradients`` treats as a cut and whose
 backward pass raises if ``jax.grad`` differentiates through it — the same in every
 context.
@@ -25,7 +25,7 @@ Errors on the host: an exception in ``func``, or an output that does not match
 ``Tout``, is caught and turned into a :class:`PyFuncError` that carries the original
 type name, message and traceback text.  JAX forwards an exception raised in a callback
 as ``jax.errors.JaxRuntimeError`` with the exception's text in its message; the
-callback keeps its error under a number of its own (``funcgrad._host_errors``), and a
+callback keeps its error under a number of its own (``funcgrad._core.host_errors``), and a
 ``py_func`` or ``fg.gradients`` evaluated eagerly raises the :class:`PyFuncError`
 itself — per call, from any thread.  The callback then returns normally on the next
 call, so the process stays usable.  JAX logs each failed callback; a filter on its
@@ -52,9 +52,9 @@ import numpy as np
 from jax.experimental import io_callback
 from jax.extend.core import get_opaque_trace_state
 
-from funcgrad import _connectivity
-from funcgrad import _core
-from funcgrad import _host_errors
+from funcgrad._core import connectivity as _connectivity
+from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import host_errors as _host_errors
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
 from funcgrad._types import is_array
@@ -174,7 +174,7 @@ class _Host:
 
 @dataclasses.dataclass(frozen=True)
 class _Callback:
-    """``host`` as a callback: its error is kept for the caller (``funcgrad._host_errors``)."""
+    """``host`` as a callback: its error is kept for the caller (``funcgrad._core.host_errors``)."""
 
     host: _Host
 
@@ -277,7 +277,7 @@ def _differentiable(
         xs, ys = res
         record = Op("PyFunc", tuple(xs), tuple(ys), params)
         dy = list(dys) if isinstance(params["Tout"], list) else dys[0]
-        return tuple(_core.input_cotangents(caller, grad(record, dy), xs, bare=False))
+        return tuple(_differentiate.input_cotangents(caller, grad(record, dy), xs, bare=False))
 
     op.defvjp(fwd, bwd)
     return op

@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from funcgrad import _checks
-from funcgrad import _core
-from funcgrad import _derivative_modes
+from funcgrad._core import derivative_modes as _derivative_modes
+from funcgrad._core import differentiate as _differentiate
 from funcgrad._types import is_array
 from funcgrad._types import replace_at
 from funcgrad.gradients import gradients
@@ -136,7 +136,7 @@ def _flat64(ys: list[np.ndarray]) -> np.ndarray:
 
 def _function(caller: str, f: Callable[..., Any], xs: Any) -> _Function:
     """``f`` at ``xs`` as a :class:`_Function` of its floating leaves."""
-    multi, args, leaves, tree = _core.flatten_inputs(caller, xs)
+    multi, args, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     if any(isinstance(x, jax.core.Tracer) for x in leaves):
         raise TypeError(
             f"{caller}: xs holds traced values; it evaluates f on the host many times, so "

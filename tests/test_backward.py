@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import funcgrad as fg
-from funcgrad import _backward
+from funcgrad._core import backward as _backward
 
 
 def _loss(w, x):

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from funcgrad import _connectivity
+from funcgrad._core import connectivity as _connectivity
 
 
 def _connected(f, *args, outputs=None):

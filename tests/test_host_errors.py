@@ -1,9 +1,9 @@
-"""funcgrad._host_errors: each kept error is raised for the caller its message names."""
+"""funcgrad._core.host_errors: each kept error is raised for the caller its message names."""
 
 import jax
 import pytest
 
-from funcgrad import _host_errors
+from funcgrad._core import host_errors as _host_errors
 
 
 class _KeptError(RuntimeError):

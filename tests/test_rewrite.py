@@ -12,7 +12,7 @@ import pytest
 from jax import lax
 
 import funcgrad as fg
-from funcgrad import _rewrite
+from funcgrad._core import rewrite as _rewrite
 
 
 @jax.custom_vjp

@@ -1,6 +1,6 @@
 """bfloat16 parameters: every TF1 optimizer follows its float32 trajectory to bfloat16 rounding.
 
-The optimizers compute in float32 and store bfloat16 (``funcgrad.train._float32``);
+The optimizers compute in float32 and store bfloat16 (``funcgrad.train.optimizers._float32``);
 TensorFlow computes in the variable's dtype, where ``1 - bfloat16(0.999) == 0`` and
 Adam diverges from its first step.  The reference is the same optimizer run on float32
 parameters from the same (bfloat16-exact) start.

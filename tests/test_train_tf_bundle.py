@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from funcgrad.train import _tf_bundle as tb
+from funcgrad.train.checkpoints import _tf_bundle as tb
 
 _rng = np.random.default_rng(0)
 

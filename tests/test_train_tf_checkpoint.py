@@ -15,7 +15,7 @@ import optax
 import pytest
 
 import funcgrad as fg
-from funcgrad.train import _tf_bundle
+from funcgrad.train.checkpoints import _tf_bundle
 from tests.test_train_common import OPTIMIZERS
 
 _rng = np.random.default_rng(0)

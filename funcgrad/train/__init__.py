@@ -1,51 +1,53 @@
 """The optimizer shim: TensorFlow 1.x's ``tf.train`` optimizers over optax.
 
-Where each concept lives:
+Every public name is importable from here (``fg.train.X``).  Where each concept lives:
 
 * ``state``: ``TrainState``, the explicit training state.
 * ``optimizer``: ``Optimizer`` — ``compute_gradients`` / ``apply_gradients`` /
   ``minimize`` over any optax transformation.
 * ``group``: ``OptimizerGroup`` — several optimizers over one set of variables (a
   GAN's D and G), sharing one ``TrainState``.
-* ``tf_optimizers``: the nine TF1 optimizers with TensorFlow's update rules.
-* ``transforms``: the TF-only update rules as optax transformations.
-* ``learning_rate``: scaling by the learning rate, ``set_learning_rate``.
-* ``schedules``: TensorFlow's learning-rate decays.
 * ``names``: ``variable_names``.
 * ``moving_averages``: ``ExponentialMovingAverage``, TensorFlow's averages of the weights.
-* ``loss_scale``: ``LossScaleOptimizer``, mixed precision's (dynamic) loss scaling over
-  any optimizer, its scale and counter in the state.
-* ``tf_checkpoint``: TensorFlow 1.x ``tf.train.Saver`` checkpoints to and from a
-  ``TrainState``, over ``_tf_bundle`` (the checkpoint files, read and written with NumPy).
-* ``accumulate``, ``finite``, ``parallel``, ``checkpoint``: gradient accumulation,
-  skipping non-finite steps, data parallelism, checkpoints — each a separate wrapper.
-* ``_inject``: the learning rate held in the optimizer state; ``_variables``: which
-  leaves are variables; ``_var_list``: which variables ``var_list`` selects;
-  ``_loss_and_grads``: calling and differentiating the loss (``has_aux``,
-  ``grad_loss``); ``_pairs``: which variable each ``(gradient, variable)`` pair
-  belongs to; ``_habits``: the errors TF1 and optax habits get; ``_float32``: optimizer
-  arithmetic in float32 for bfloat16 and float16 parameters.
+* ``optimizers/``: the nine TF1 optimizers and the optax transformations that hold
+  TensorFlow's update rules.
+* ``schedules/``: TensorFlow's learning-rate decays, and the learning rate held in the
+  optimizer state (``scale_by_learning_rate``, ``set_learning_rate``).
+* ``wrappers/``: gradient accumulation, skipping non-finite steps, data parallelism and
+  ``LossScaleOptimizer`` — each a separate wrapper.
+* ``checkpoints/``: orbax checkpoints (``Checkpointer``) and TensorFlow 1.x
+  ``tf.train.Saver`` checkpoints (``restore_tf_checkpoint``, ``save_tf_checkpoint``).
+* Private: ``_variables`` (which leaves are variables), ``_var_list`` (which variables
+  ``var_list`` selects), ``_loss_and_grads`` (calling and differentiating the loss:
+  ``has_aux``, ``grad_loss``), ``_pairs`` (which variable each ``(gradient, variable)``
+  pair belongs to), ``_habits`` (the errors TF1 and optax habits get).
 """
 
-from funcgrad.train.accumulate import AccumulateGradientsState
-from funcgrad.train.accumulate import accumulate_gradients
-from funcgrad.train.accumulate import minimize_in_microbatches
-from funcgrad.train.checkpoint import Checkpointer
-from funcgrad.train.finite import SkippedSteps
-from funcgrad.train.finite import skip_nonfinite
-from funcgrad.train.finite import skipped_steps
+from funcgrad.train.checkpoints import Checkpointer
+from funcgrad.train.checkpoints import restore_tf_checkpoint
+from funcgrad.train.checkpoints import save_tf_checkpoint
 from funcgrad.train.group import OptimizerGroup
-from funcgrad.train.learning_rate import InjectLearningRateState
-from funcgrad.train.learning_rate import scale_by_learning_rate
-from funcgrad.train.learning_rate import set_learning_rate
-from funcgrad.train.loss_scale import LossScaleOptimizer
-from funcgrad.train.loss_scale import LossScaleState
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.moving_averages import ExponentialMovingAverage
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
-from funcgrad.train.parallel import data_parallel
-from funcgrad.train.parallel import shard_map_minimize
+from funcgrad.train.optimizers import AdadeltaOptimizer
+from funcgrad.train.optimizers import AdagradOptimizer
+from funcgrad.train.optimizers import AdamOptimizer
+from funcgrad.train.optimizers import FtrlOptimizer
+from funcgrad.train.optimizers import GradientDescentOptimizer
+from funcgrad.train.optimizers import MomentumOptimizer
+from funcgrad.train.optimizers import ProximalAdagradOptimizer
+from funcgrad.train.optimizers import ProximalGradientDescentOptimizer
+from funcgrad.train.optimizers import RMSPropOptimizer
+from funcgrad.train.optimizers import ScaleByTfAdamState
+from funcgrad.train.optimizers import TfFtrlState
+from funcgrad.train.optimizers import TfProximalAdagradState
+from funcgrad.train.optimizers import scale_by_tf_adam
+from funcgrad.train.optimizers import tf_ftrl
+from funcgrad.train.optimizers import tf_proximal_adagrad
+from funcgrad.train.optimizers import tf_proximal_gradient_descent
+from funcgrad.train.schedules import InjectLearningRateState
 from funcgrad.train.schedules import cosine_decay
 from funcgrad.train.schedules import cosine_decay_restarts
 from funcgrad.train.schedules import exponential_decay
@@ -55,25 +57,19 @@ from funcgrad.train.schedules import natural_exp_decay
 from funcgrad.train.schedules import noisy_linear_cosine_decay
 from funcgrad.train.schedules import piecewise_constant
 from funcgrad.train.schedules import polynomial_decay
+from funcgrad.train.schedules import scale_by_learning_rate
+from funcgrad.train.schedules import set_learning_rate
 from funcgrad.train.state import TrainState
-from funcgrad.train.tf_checkpoint import restore_tf_checkpoint
-from funcgrad.train.tf_checkpoint import save_tf_checkpoint
-from funcgrad.train.tf_optimizers import AdadeltaOptimizer
-from funcgrad.train.tf_optimizers import AdagradOptimizer
-from funcgrad.train.tf_optimizers import AdamOptimizer
-from funcgrad.train.tf_optimizers import FtrlOptimizer
-from funcgrad.train.tf_optimizers import GradientDescentOptimizer
-from funcgrad.train.tf_optimizers import MomentumOptimizer
-from funcgrad.train.tf_optimizers import ProximalAdagradOptimizer
-from funcgrad.train.tf_optimizers import ProximalGradientDescentOptimizer
-from funcgrad.train.tf_optimizers import RMSPropOptimizer
-from funcgrad.train.transforms import ScaleByTfAdamState
-from funcgrad.train.transforms import TfFtrlState
-from funcgrad.train.transforms import TfProximalAdagradState
-from funcgrad.train.transforms import scale_by_tf_adam
-from funcgrad.train.transforms import tf_ftrl
-from funcgrad.train.transforms import tf_proximal_adagrad
-from funcgrad.train.transforms import tf_proximal_gradient_descent
+from funcgrad.train.wrappers import AccumulateGradientsState
+from funcgrad.train.wrappers import LossScaleOptimizer
+from funcgrad.train.wrappers import LossScaleState
+from funcgrad.train.wrappers import SkippedSteps
+from funcgrad.train.wrappers import accumulate_gradients
+from funcgrad.train.wrappers import data_parallel
+from funcgrad.train.wrappers import minimize_in_microbatches
+from funcgrad.train.wrappers import shard_map_minimize
+from funcgrad.train.wrappers import skip_nonfinite
+from funcgrad.train.wrappers import skipped_steps
 
 __all__ = [
     "AccumulateGradientsState",

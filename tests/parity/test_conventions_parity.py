@@ -40,7 +40,7 @@ import pytest
 from jax import lax
 
 import funcgrad as fg
-from funcgrad import _rewrite
+from funcgrad._core import rewrite as _rewrite
 
 INF, NAN = math.inf, math.nan
 

@@ -1,6 +1,6 @@
 """The learning rate: scaling the updates by it, and changing it between steps.
 
-The rate of ``fg.train``'s optimizers lives in their state (``funcgrad.train._inject``),
+The rate of ``fg.train``'s optimizers lives in their state (``funcgrad.train.schedules._inject``),
 so a float rate can be changed with :func:`set_learning_rate` without recompiling —
 TensorFlow's placeholder learning rate, fed a new value each run.
 """
@@ -15,8 +15,8 @@ import optax
 
 from funcgrad._types import PyTree
 from funcgrad.train import _habits
-from funcgrad.train._inject import InjectLearningRateState
-from funcgrad.train._inject import check_rate
+from funcgrad.train.schedules._inject import InjectLearningRateState
+from funcgrad.train.schedules._inject import check_rate
 from funcgrad.train.state import TrainState
 
 __all__ = ["InjectLearningRateState", "scale_by_learning_rate", "set_learning_rate"]

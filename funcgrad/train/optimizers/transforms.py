@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import optax
 
 from funcgrad._types import PyTree
-from funcgrad.train._float32 import in_float32
+from funcgrad.train.optimizers._float32 import in_float32
 
 __all__ = [
     "ScaleByTfAdamState",

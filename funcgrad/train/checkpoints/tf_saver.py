@@ -6,7 +6,7 @@ A TF1 program that trains with one of the nine ``tf.train`` optimizers and saves
 ``W/Momentum``, ...) and ``global_step``.  :func:`restore_tf_checkpoint` reads them into
 a state; :func:`save_tf_checkpoint` writes a state for TensorFlow.  Continued training
 gives TensorFlow's numbers (to float32 rounding).  The files are read and written by
-``funcgrad.train._tf_bundle``, with NumPy alone: TensorFlow is not needed.
+``funcgrad.train.checkpoints._tf_bundle``, with NumPy alone: TensorFlow is not needed.
 
 The names, per variable ``v`` (a name of :func:`~funcgrad.train.variable_names`):
 
@@ -49,22 +49,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from funcgrad import _checks
-from funcgrad.train import _tf_bundle
 from funcgrad.train import _var_list
 from funcgrad.train._var_list import VarList
-from funcgrad.train.loss_scale import LossScaleOptimizer
+from funcgrad.train.checkpoints import _tf_bundle
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
+from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer
+from funcgrad.train.optimizers.tf1 import AdagradOptimizer
+from funcgrad.train.optimizers.tf1 import AdamOptimizer
+from funcgrad.train.optimizers.tf1 import FtrlOptimizer
+from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer
+from funcgrad.train.optimizers.tf1 import MomentumOptimizer
+from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer
+from funcgrad.train.optimizers.tf1 import ProximalGradientDescentOptimizer
+from funcgrad.train.optimizers.tf1 import RMSPropOptimizer
 from funcgrad.train.state import TrainState
-from funcgrad.train.tf_optimizers import AdadeltaOptimizer
-from funcgrad.train.tf_optimizers import AdagradOptimizer
-from funcgrad.train.tf_optimizers import AdamOptimizer
-from funcgrad.train.tf_optimizers import FtrlOptimizer
-from funcgrad.train.tf_optimizers import GradientDescentOptimizer
-from funcgrad.train.tf_optimizers import MomentumOptimizer
-from funcgrad.train.tf_optimizers import ProximalAdagradOptimizer
-from funcgrad.train.tf_optimizers import ProximalGradientDescentOptimizer
-from funcgrad.train.tf_optimizers import RMSPropOptimizer
+from funcgrad.train.wrappers.loss_scale import LossScaleOptimizer
 
 __all__ = ["restore_tf_checkpoint", "save_tf_checkpoint"]
 

@@ -71,7 +71,7 @@ import numpy as np
 from jax import lax
 from jax.extend import core
 
-from funcgrad import _connectivity
+from funcgrad._core import connectivity as _connectivity
 from funcgrad._types import replace_at
 
 #: Rule: ``rule(inputs, outputs, params, cotangents)`` returns one cotangent (or ``None``)

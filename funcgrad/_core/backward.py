@@ -30,7 +30,7 @@ from typing import Any
 import jax
 from jax.extend import core
 
-from funcgrad import _rewrite
+from funcgrad._core import rewrite as _rewrite
 
 _SKINNY_SIDE = 16
 _ASPECT = 8

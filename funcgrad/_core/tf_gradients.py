@@ -62,7 +62,7 @@ import numpy as np
 from jax import lax
 from jax.extend import core
 
-from funcgrad import _rewrite
+from funcgrad._core import rewrite as _rewrite
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
 

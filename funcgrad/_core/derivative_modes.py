@@ -26,7 +26,7 @@ from typing import Any
 from jax.experimental import jet
 from jax.extend import core
 
-from funcgrad import _connectivity
+from funcgrad._core import connectivity as _connectivity
 
 __all__ = ["elementwise_mixers", "has_custom_vjp", "jet_blocker"]
 

@@ -8,7 +8,7 @@ jaxpr at each call -- array leaves of its arguments traced, everything else cons
 -- and evaluated again by ``_rewrite``, with each equation whose name (``_rewrite.key``)
 has a gradient re-emitted inside a ``custom_vjp`` whose backward builds the
 :class:`~funcgrad._types.Op` and calls the gradient function.  Its result goes through
-``_core.input_cotangents``, the one check every gradient function's cotangents pass:
+``_differentiate.input_cotangents``, the one check every gradient function's cotangents pass:
 ``None`` is zero, a cotangent is cast to its input's dtype and must have its shape.
 
 What it assumes: the gradient function is called only while differentiating, with the
@@ -27,8 +27,8 @@ import jax
 import numpy as np
 from jax.extend import core
 
-from funcgrad import _core
-from funcgrad import _rewrite
+from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import rewrite as _rewrite
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
 from funcgrad._types import replace_at
@@ -42,7 +42,7 @@ def _rule(op_type: str, fn: GradientFunction) -> _rewrite.Rule:
         inputs: tuple[Any, ...], outputs: tuple[Any, ...], params: dict[str, Any], cts: Any
     ) -> list[Any]:
         grads = fn(Op(op_type, inputs, outputs, params), cts[0] if len(cts) == 1 else cts)
-        return _core.input_cotangents(caller, grads, inputs, bare=False)
+        return _differentiate.input_cotangents(caller, grads, inputs, bare=False)
 
     return rule
 

@@ -33,10 +33,10 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core
 
-from funcgrad import _backward
-from funcgrad import _connectivity
-from funcgrad import _host_errors
-from funcgrad import _rewrite
+from funcgrad._core import backward as _backward
+from funcgrad._core import connectivity as _connectivity
+from funcgrad._core import host_errors as _host_errors
+from funcgrad._core import rewrite as _rewrite
 from funcgrad._types import PyTree
 from funcgrad._types import UnconnectedGradients
 from funcgrad._types import is_array

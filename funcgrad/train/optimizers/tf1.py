@@ -6,7 +6,7 @@ program follows the same trajectory to float32 rounding.  ``learning_rate`` is a
 number or a ``schedule(step)``; it is held in the optimizer state (see
 :func:`~funcgrad.train.set_learning_rate`).  Every optimizer exposes its optax
 transformation as ``.tx``, built from optax's pieces where the formula is the same
-and from :mod:`funcgrad.train.transforms` where TensorFlow's differs.
+and from :mod:`funcgrad.train.optimizers.transforms` where TensorFlow's differs.
 
 In the formulas, :math:`\eta` is the learning rate, :math:`g` the gradient, :math:`w`
 the variable, and :math:`t` the step, counted from 1.
@@ -34,15 +34,15 @@ from typing import Any
 import optax
 
 from funcgrad import _checks
-from funcgrad.train._float32 import in_float32
-from funcgrad.train._inject import LearningRate
-from funcgrad.train._inject import inject_learning_rate
-from funcgrad.train.learning_rate import scale_by_learning_rate
 from funcgrad.train.optimizer import Optimizer
-from funcgrad.train.transforms import scale_by_tf_adam
-from funcgrad.train.transforms import tf_ftrl
-from funcgrad.train.transforms import tf_proximal_adagrad
-from funcgrad.train.transforms import tf_proximal_gradient_descent
+from funcgrad.train.optimizers._float32 import in_float32
+from funcgrad.train.optimizers.transforms import scale_by_tf_adam
+from funcgrad.train.optimizers.transforms import tf_ftrl
+from funcgrad.train.optimizers.transforms import tf_proximal_adagrad
+from funcgrad.train.optimizers.transforms import tf_proximal_gradient_descent
+from funcgrad.train.schedules._inject import LearningRate
+from funcgrad.train.schedules._inject import inject_learning_rate
+from funcgrad.train.schedules.injection import scale_by_learning_rate
 
 __all__ = [
     "AdadeltaOptimizer",

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core
 
-from funcgrad import _connectivity
+from funcgrad._core import connectivity as _connectivity
 from funcgrad._types import PyTree
 
 

@@ -1,0 +1,18 @@
+"""Checkpoints of a ``TrainState``, in two formats.
+
+* ``orbax``: ``Checkpointer``, atomic checkpoints with orbax-checkpoint (no pickles).
+* ``tf_saver``: TensorFlow 1.x ``tf.train.Saver`` checkpoints to and from a
+  ``TrainState`` (``restore_tf_checkpoint``, ``save_tf_checkpoint``).
+* ``_tf_bundle``: the tensor-bundle files themselves (format V2), read and written with
+  NumPy; its design note describes the file format.
+"""
+
+from funcgrad.train.checkpoints.orbax import Checkpointer
+from funcgrad.train.checkpoints.tf_saver import restore_tf_checkpoint
+from funcgrad.train.checkpoints.tf_saver import save_tf_checkpoint
+
+__all__ = [
+    "Checkpointer",
+    "restore_tf_checkpoint",
+    "save_tf_checkpoint",
+]
