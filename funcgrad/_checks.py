@@ -37,6 +37,17 @@ def as_int(caller: str, name: str, value: Any, *, minimum: int | None = None, hi
     return number
 
 
+def is_integer(value: Any, *, arrays: bool = True) -> bool:
+    """Whether ``value`` is an integer, not a bool: a Python or NumPy integer, or (with
+    ``arrays``) an array of an integer dtype, concrete or traced."""
+    if isinstance(value, bool | np.bool_):
+        return False
+    if isinstance(value, int | np.integer):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return arrays and dtype is not None and np.issubdtype(dtype, np.integer)
+
+
 def is_real_number(value: Any) -> bool:
     """Whether ``value`` is a Python or NumPy real number (integer or floating), not a bool."""
     return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)

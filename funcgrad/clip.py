@@ -3,22 +3,23 @@
 Each function evaluates the same expression as ``tensorflow/python/ops/clip_ops.py``, so
 values, zeros, ``inf`` and ``NaN`` come out as TensorFlow's do.  Gradients follow
 TensorFlow's too: ``tf.minimum`` / ``tf.maximum`` give a tie to their first argument
-(JAX splits it in half), so this module carries the two with TensorFlow's derivative as a
-``jax.custom_jvp`` — ``clip_by_value`` passes the gradient on the closed interval
-``[lo, hi]`` and ``clip_by_norm`` at ``norm == clip_norm`` differentiates as in
-TensorFlow.  Arguments known when a function is called (Python numbers, NumPy arrays) are
-checked then; traced values cannot raise and follow TensorFlow's formula as they are.
+(JAX splits it in half), so this module uses the two with TensorFlow's derivative, the
+one rule of ``_MaximumMinimumGrad`` in ``funcgrad._core.tf_gradients``: ``clip_by_value``
+passes the gradient on the closed interval ``[lo, hi]`` and ``clip_by_norm`` at
+``norm == clip_norm`` differentiates as in TensorFlow.  Arguments known when a function
+is called (Python numbers, NumPy arrays) are checked then; traced values cannot raise and
+follow TensorFlow's formula as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from funcgrad._core import tf_gradients
 from funcgrad._types import ArrayLike
 from funcgrad._types import is_array
 
@@ -33,30 +34,8 @@ __all__ = [
 _STATIC = (bool, int, float, np.ndarray, np.generic)
 
 
-def _tf_extremum(
-    pick: Callable[[jax.Array, jax.Array], jax.Array],
-    first_wins: Callable[[jax.Array, jax.Array], jax.Array],
-) -> Callable[[jax.Array, jax.Array], jax.Array]:
-    """``pick`` (NaN-propagating min or max) whose derivative goes where TensorFlow's goes:
-    to ``x`` where ``first_wins(x, y)`` (ties included), to ``y`` elsewhere (NaN included)."""
-
-    @jax.custom_jvp
-    def extremum(x: jax.Array, y: jax.Array) -> jax.Array:
-        return pick(x, y)
-
-    @extremum.defjvp
-    def _jvp(
-        primals: tuple[jax.Array, jax.Array], tangents: tuple[jax.Array, jax.Array]
-    ) -> tuple[jax.Array, jax.Array]:
-        x, y = primals
-        dx, dy = tangents
-        return pick(x, y), jnp.where(first_wins(x, y), dx, dy)
-
-    return extremum
-
-
-_minimum = _tf_extremum(jnp.minimum, jnp.less_equal)
-_maximum = _tf_extremum(jnp.maximum, jnp.greater_equal)
+_minimum = tf_gradients.maximum_minimum("Minimum")
+_maximum = tf_gradients.maximum_minimum("Maximum")
 
 
 def _array(caller: str, name: str, value: ArrayLike) -> jax.Array:

@@ -413,13 +413,21 @@ def _real_div(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
     return _sum_to(grad / y, x), _sum_to(grad * ((-x / y) / y), y)
 
 
-def _maximum_minimum(first_wins: Callable[[Any, Any], jax.Array], name: str) -> GradientFunction:
-    """``_MaximumMinimumGrad``: all of ``grad`` to ``x`` where ``first_wins(x, y)``."""
+#: ``_MaximumMinimumGrad``'s mask: where ``x`` takes all of the gradient (ties included;
+#: a NaN sends it to ``y``).  JAX splits a tie in half.
+_FIRST_WINS: dict[str, Callable[[Any, Any], jax.Array]] = {
+    "Maximum": jnp.greater_equal,
+    "Minimum": jnp.less_equal,
+}
+
+
+def _maximum_minimum(name: str) -> GradientFunction:
+    """``_MaximumMinimumGrad``: all of ``grad`` to ``x`` where ``_FIRST_WINS[name](x, y)``."""
 
     def gradient(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
         x, y = _xy(op, name)
         zeros = jnp.zeros_like(grad)
-        xmask = first_wins(x, y)
+        xmask = _FIRST_WINS[name](x, y)
         return _sum_to(jnp.where(xmask, grad, zeros), x), _sum_to(jnp.where(xmask, zeros, grad), y)
 
     gradient.__doc__ = f"``_{name}Grad``."
@@ -550,9 +558,9 @@ GRADIENTS: dict[str, GradientFunction] = {
     "Log1p": _unary("Log1p", lambda x, y, g: g * reciprocal(1 + x)),
     "MatMul": _mat_mul,
     "Max": _min_or_max,
-    "Maximum": _maximum_minimum(jnp.greater_equal, "Maximum"),
+    "Maximum": _maximum_minimum("Maximum"),
     "Min": _min_or_max,
-    "Minimum": _maximum_minimum(jnp.less_equal, "Minimum"),
+    "Minimum": _maximum_minimum("Minimum"),
     "Mul": _mul,
     "Neg": _unary("Neg", lambda x, y, g: -g),
     "Pow": _pow,
@@ -577,3 +585,24 @@ GRADIENTS: dict[str, GradientFunction] = {
     "Xlogy": _xlogy,
 }
 """TensorFlow's gradient function of each op type, ``fn(op, grad)``."""
+
+
+def maximum_minimum(name: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    """``tf.maximum`` (``"Maximum"``) or ``tf.minimum`` (``"Minimum"``) with TensorFlow's
+    derivative in forward and reverse mode alike: the tangent or the cotangent goes to ``x``
+    where :data:`_FIRST_WINS` says, as in ``_MaximumMinimumGrad`` (for ``fg.clip``)."""
+    pick = jnp.maximum if name == "Maximum" else jnp.minimum
+
+    @jax.custom_jvp
+    def extremum(x: jax.Array, y: jax.Array) -> jax.Array:
+        return pick(x, y)
+
+    @extremum.defjvp
+    def _jvp(
+        primals: tuple[jax.Array, jax.Array], tangents: tuple[jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
+        x, y = primals
+        dx, dy = tangents
+        return pick(x, y), jnp.where(_FIRST_WINS[name](x, y), dx, dy)
+
+    return extremum

@@ -28,6 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from funcgrad import _checks
 from funcgrad.train.state import TrainState
 
 #: TensorFlow 1.x's arguments of compute_gradients / minimize / apply_gradients that
@@ -42,19 +43,11 @@ _TF_ONLY = {
 }
 
 
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, int | np.integer) or (
-        isinstance(value, jax.Array | np.ndarray)
-        and value.ndim == 0
-        and np.issubdtype(value.dtype, np.integer)
-    )
-
-
 def check_state(caller: str, state: Any, call: str) -> None:
     """Raise unless ``state`` is a ``TrainState``; the message shows ``call``."""
     if isinstance(state, TrainState):
         return
-    if _is_integer(state):
+    if _checks.is_integer(state) and np.ndim(state) == 0:
         raise TypeError(
             f"{caller}: state is the integer {state!r}, not a fg.train.TrainState — "
             "TensorFlow's global_step? Here the state holds the step and every update "

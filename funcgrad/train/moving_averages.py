@@ -228,9 +228,7 @@ class ExponentialMovingAverage:
                 "so its decay does not follow the step; build it with num_updates=True, "
                 "or leave step out."
             )
-        if step is not None and (
-            isinstance(step, bool) or not jnp.issubdtype(jnp.result_type(step), jnp.integer)
-        ):
+        if step is not None and not _checks.is_integer(step):
             raise TypeError(
                 f"{caller}: step must be an integer (the global step), got {step!r}; pass "
                 "state.global_step."

@@ -93,11 +93,9 @@ def _rate(caller: str, name: str, value: ArrayLike) -> jax.Array:
 
 def _step(caller: str, step: ArrayLike) -> jax.Array:
     """The step as an integer array; a float, a bool or anything else is a TypeError."""
+    if _checks.is_integer(step):
+        return jnp.asarray(step)
     dtype = getattr(step, "dtype", None)
-    if isinstance(step, int) and not isinstance(step, bool):
-        return jnp.asarray(step)
-    if dtype is not None and jnp.issubdtype(dtype, jnp.integer):
-        return jnp.asarray(step)
     got = f"dtype {dtype}" if dtype is not None else type(step).__name__
     raise TypeError(
         f"schedule(step) from {caller}: step must be an integer (a Python int or an integer "

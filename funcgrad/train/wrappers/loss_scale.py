@@ -121,11 +121,6 @@ def _all_finite(grads: Sequence[Any]) -> jax.Array:
     return functools.reduce(jnp.logical_and, checks, jnp.bool_(True))
 
 
-def _is_integer(value: Any) -> bool:
-    """A Python or NumPy integer, not a bool."""
-    return _checks.is_real_number(value) and isinstance(value, int | np.integer)
-
-
 class LossScaleOptimizer:
     r"""TensorFlow 1.x's ``MixedPrecisionLossScaleOptimizer`` over any ``fg.train`` optimizer.
 
@@ -225,7 +220,12 @@ class LossScaleOptimizer:
             for name, value, kind, ok in [
                 ("dynamic", dynamic, "True or False", isinstance(dynamic, bool)),
                 ("initial_scale", initial_scale, "a number", _checks.is_real_number(initial_scale)),
-                ("growth_steps", growth_steps, "an integer", _is_integer(growth_steps)),
+                (
+                    "growth_steps",
+                    growth_steps,
+                    "an integer",
+                    _checks.is_integer(growth_steps, arrays=False),
+                ),
                 ("multiplier", multiplier, "a number", _checks.is_real_number(multiplier)),
             ]
             if not ok
