@@ -31,6 +31,18 @@ import numpy as np
 from funcgrad import _checks
 from funcgrad.train.state import TrainState
 
+
+class _Required:
+    """The default of ``apply_gradients``' ``state``, so that a call without it reaches
+    the check that says what to pass (TensorFlow passes ``global_step=`` there)."""
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+#: The default of a required ``state`` argument (see ``_Required``).
+NO_STATE: Any = _Required()
+
 #: TensorFlow 1.x's arguments of compute_gradients / minimize / apply_gradients that
 #: have no meaning here, with the reason.
 _TF_ONLY = {

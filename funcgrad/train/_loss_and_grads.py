@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,6 +62,18 @@ class _Spec:
 
     def __repr__(self) -> str:
         return self.text
+
+
+class LossCall(NamedTuple):
+    """A loss function and how an ``fg.train`` method was asked to call and
+    differentiate it (``*args``, ``**kwargs``, ``var_list``, ``grad_loss``, ``has_aux``)."""
+
+    loss_fn: Callable[..., Any]
+    args: Sequence[Any]
+    kwargs: dict[str, Any]
+    var_list: Any
+    grad_loss: Any
+    has_aux: bool
 
 
 def describe(value: Any) -> str:

@@ -130,7 +130,7 @@ class OptimizerGroup(Mapping[str, Optimizer]):
         problems: list[str] = []
         for name, entry in optimizers.items():
             opt, var_list = entry if isinstance(entry, tuple) and len(entry) == 2 else (entry, None)
-            if isinstance(opt, Optimizer):
+            if isinstance(opt, Optimizer) and hasattr(opt, "tx"):  # not a LossScaleOptimizer
                 members[name] = _Member(self, name, opt.tx, var_list)
             else:
                 problems.append(f"{name}= is {type(entry).__name__}")

@@ -21,6 +21,7 @@ from funcgrad._types import PyTree
 from funcgrad.train import _habits
 from funcgrad.train import _pairs
 from funcgrad.train import _var_list
+from funcgrad.train._loss_and_grads import LossCall
 from funcgrad.train._loss_and_grads import value_and_grads
 from funcgrad.train._var_list import VarList
 from funcgrad.train._variables import Flat
@@ -31,17 +32,6 @@ __all__ = ["GradsAndVars", "Optimizer"]
 
 #: ``(gradient, variable)`` pairs, one per variable; a gradient may be ``None``.
 GradsAndVars = list[tuple[Any, Any]]
-
-
-class _Required:
-    """The default of ``apply_gradients``' ``state``, so that a call without it reaches
-    the check that says what to pass (TensorFlow passes ``global_step=`` there)."""
-
-    def __repr__(self) -> str:
-        return "<required>"
-
-
-_NO_STATE: Any = _Required()
 
 
 class Optimizer:
@@ -207,19 +197,13 @@ class Optimizer:
         caller = self._caller("compute_gradients(loss_fn, params, *args)")
         call = "gvs = opt.compute_gradients(loss_fn, state.params, *args)"
         _habits.check_params(caller, params, call)
-        _habits.refuse_keywords(caller, loss_fn, kwargs, call)
-        flat = Flat(params)
-        selected = self._selected(caller, params, var_list)
-        out, grads, _ = value_and_grads(
-            caller, loss_fn, flat, args, kwargs, selected, has_aux=has_aux, grad_loss=grad_loss
-        )
-        gvs = list(zip(grads, flat.variables, strict=True))
-        return (gvs, out[1]) if has_aux else gvs
+        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux)
+        return self._pairs(caller, call, loss, params, None)
 
     def apply_gradients(
         self,
         grads_and_vars: Sequence[tuple[Any, Any]],
-        state: TrainState = _NO_STATE,
+        state: TrainState = _habits.NO_STATE,
         /,
         **tf_arguments: Any,
     ) -> TrainState:
@@ -267,9 +251,9 @@ class Optimizer:
         caller = self._caller("apply_gradients(grads_and_vars, state)")
         call = "state = opt.apply_gradients(grads_and_vars, state)"
         _habits.refuse_keywords(caller, None, tf_arguments, call)
-        if state is _NO_STATE:
+        if state is _habits.NO_STATE:
             raise TypeError(f"{caller}: the TrainState to update is missing; {call}.")
-        _habits.check_state(caller, state, call)
+        self._check_state(caller, state, call)
         flat = Flat(state.params)
         names = variable_names(state.params)
         grads = _pairs.match(caller, grads_and_vars, flat.variables, names)
@@ -316,18 +300,60 @@ class Optimizer:
         """
         caller = self._caller("minimize(loss_fn, state, *args)")
         call = "state, loss = opt.minimize(loss_fn, state, *args)"
-        _habits.check_state(caller, state, call)
-        _habits.refuse_keywords(caller, loss_fn, kwargs, call)
-        flat = Flat(state.params)
+        self._check_state(caller, state, call)
+        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux)
+        out, selected, grads, why = self._gradients(caller, call, loss, state.params, state)
         names = variable_names(state.params)
-        selected = self._selected(caller, state.params, var_list)
-        out, grads, why = value_and_grads(
-            caller, loss_fn, flat, args, kwargs, selected, has_aux=has_aux, grad_loss=grad_loss
-        )
         if all(g is None for g in grads):
             chosen = [n for n, s in zip(names, selected, strict=True) if s]
             raise _pairs.no_gradients(caller, chosen, why())
-        return self._apply(caller, call, flat, names, grads, state), out
+        return self._apply(caller, call, Flat(state.params), names, grads, state), out
+
+    # The steps every method shares, and the hooks a wrapper (LossScaleOptimizer)
+    # overrides: _check_state, _scaled_loss, _unscaled and _apply.
+
+    def _pairs(
+        self, caller: str, call: str, loss: LossCall, params: PyTree, state: Any
+    ) -> GradsAndVars | tuple[GradsAndVars, Any]:
+        """``compute_gradients``' pairs (and ``aux``) of ``loss`` at ``params``."""
+        out, _, grads, _ = self._gradients(caller, call, loss, params, state)
+        gvs = list(zip(grads, Flat(params).variables, strict=True))
+        return (gvs, out[1]) if loss.has_aux else gvs
+
+    def _gradients(
+        self, caller: str, call: str, loss: LossCall, params: PyTree, state: Any
+    ) -> tuple[Any, list[bool], list[Any], Callable[[], str]]:
+        """``loss_fn``'s output, the selected variables, their gradients and ``why()``,
+        the explanation of an all-``None`` gradient."""
+        _habits.refuse_keywords(caller, loss.loss_fn, loss.kwargs, call)
+        selected = self._selected(caller, params, loss.var_list)
+        out, grads, why = value_and_grads(
+            caller,
+            self._scaled_loss(loss.loss_fn, state, loss.has_aux),
+            Flat(params),
+            loss.args,
+            loss.kwargs,
+            selected,
+            has_aux=loss.has_aux,
+            grad_loss=loss.grad_loss,
+        )
+        return out, selected, self._unscaled(grads, state), why
+
+    def _check_state(self, caller: str, state: Any, call: str) -> None:
+        """Raise unless ``state`` is a ``TrainState`` (a wrapper checks its own part)."""
+        _habits.check_state(caller, state, call)
+
+    def _scaled_loss(
+        self, loss_fn: Callable[..., Any], state: Any, has_aux: bool
+    ) -> Callable[..., Any]:
+        """The loss function differentiated (``loss_fn`` itself here)."""
+        del state, has_aux
+        return loss_fn
+
+    def _unscaled(self, grads: list[Any], state: Any) -> list[Any]:
+        """The gradients as the pairs hold them (those of ``loss_fn`` here)."""
+        del state
+        return grads
 
     def _apply(
         self,

@@ -32,12 +32,10 @@ from funcgrad._types import PyTree
 from funcgrad._types import is_array
 from funcgrad.train import _habits
 from funcgrad.train import _pairs
-from funcgrad.train import _var_list
-from funcgrad.train._loss_and_grads import value_and_grads
+from funcgrad.train._loss_and_grads import LossCall
 from funcgrad.train._var_list import VarList
 from funcgrad.train._variables import Flat
 from funcgrad.train.group import OptimizerGroup
-from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import GradsAndVars
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.state import TrainState
@@ -121,7 +119,7 @@ def _all_finite(grads: Sequence[Any]) -> jax.Array:
     return functools.reduce(jnp.logical_and, checks, jnp.bool_(True))
 
 
-class LossScaleOptimizer:
+class LossScaleOptimizer(Optimizer):
     r"""TensorFlow 1.x's ``MixedPrecisionLossScaleOptimizer`` over any ``fg.train`` optimizer.
 
     A step computes the gradients of ``loss_fn`` with the loss's cotangent multiplied
@@ -253,13 +251,11 @@ class LossScaleOptimizer:
         if problems:
             raise ValueError(f"{caller}: {'; '.join(problems)}; pass values in range.")
         self.optimizer = opt
+        self.var_list = opt.var_list
         self.dynamic = dynamic
         self.initial_scale = float(initial_scale)
         self.growth_steps = int(growth_steps)
         self.multiplier = float(multiplier)
-
-    def _caller(self, method: str) -> str:
-        return f"fg.train.LossScaleOptimizer.{method}"
 
     def init(self, params: PyTree) -> TrainState:
         """A fresh state: the wrapped optimizer's, with the scale around its slots.
@@ -366,15 +362,14 @@ class LossScaleOptimizer:
                 "a LossScaleOptimizer reads the loss scale from the state, so pass the "
                 f"state itself, not state.params: {call}."
             )
-        options = {"var_list": var_list, "grad_loss": grad_loss, "has_aux": has_aux}
-        out, _, grads, _ = self._gradients(caller, call, loss_fn, state, args, kwargs, options)
-        gvs = list(zip(grads, Flat(state.params).variables, strict=True))
-        return (gvs, out[1]) if has_aux else gvs
+        self._check_state(caller, state, call)
+        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux)
+        return self._pairs(caller, call, loss, state.params, state)
 
     def apply_gradients(
         self,
         grads_and_vars: Sequence[tuple[Any, Any]],
-        state: TrainState | None = None,
+        state: TrainState = _habits.NO_STATE,
         /,
         **tf_arguments: Any,
     ) -> TrainState:
@@ -411,18 +406,7 @@ class LossScaleOptimizer:
           >>> float(state.params), float(opt.loss_scale(state)), int(state.global_step)
           (1.0, 16384.0, 0)
         """
-        caller = self._caller("apply_gradients(grads_and_vars, state)")
-        call = "state = opt.apply_gradients(grads_and_vars, state)"
-        _habits.refuse_keywords(caller, None, tf_arguments, call)
-        if state is None:
-            raise TypeError(f"{caller}: the TrainState to update is missing; {call}.")
-        ls_state = _loss_scale_state(caller, state, call)
-        flat = Flat(state.params)
-        names = variable_names(state.params)
-        grads = _pairs.match(caller, grads_and_vars, flat.variables, names)
-        if all(g is None for g in grads):
-            raise _pairs.no_gradients(caller, names)
-        return self._apply(grads, state, ls_state)
+        return super().apply_gradients(grads_and_vars, state, **tf_arguments)
 
     # fmt: off
     def minimize(
@@ -457,51 +441,38 @@ class LossScaleOptimizer:
           >>> float(loss), float(state.params), int(state.opt_state.good_steps)
           (8.0, 1.0, 1)
         """
-        caller = self._caller("minimize(loss_fn, state, *args)")
-        call = "state, loss = opt.minimize(loss_fn, state, *args)"
-        options = {"var_list": var_list, "grad_loss": grad_loss, "has_aux": has_aux}
-        out, selected, grads, why = self._gradients(
-            caller, call, loss_fn, state, args, kwargs, options
+        return super().minimize(
+            loss_fn, state, *args, var_list=var_list, grad_loss=grad_loss, has_aux=has_aux, **kwargs
         )
-        if all(g is None for g in grads):
-            chosen = [n for n, s in zip(variable_names(state.params), selected, strict=True) if s]
-            raise _pairs.no_gradients(caller, chosen, why())
-        return self._apply(grads, state, state.opt_state), out
 
-    def _gradients(
+    # The hooks of Optimizer's steps: the scale read from the state, the loss's
+    # cotangent scaled, the gradients unscaled, a non-finite step skipped.
+
+    def _check_state(self, caller: str, state: Any, call: str) -> None:
+        _loss_scale_state(caller, state, call)
+
+    def _scaled_loss(
+        self, loss_fn: Callable[..., Any], state: Any, has_aux: bool
+    ) -> Callable[..., Any]:
+        return _scaled_loss_fn(loss_fn, state.opt_state.loss_scale, has_aux)
+
+    def _unscaled(self, grads: list[Any], state: Any) -> list[Any]:
+        return [_unscaled(g, state.opt_state.loss_scale) for g in grads]
+
+    def _apply(
         self,
         caller: str,
         call: str,
-        loss_fn: Callable[..., Any],
+        flat: Flat,
+        names: list[str],
+        grads: list[Any],
         state: TrainState,
-        args: Sequence[Any],
-        kwargs: dict[str, Any],
-        options: dict[str, Any],
-    ) -> tuple[Any, list[bool], list[Any], Callable[[], str]]:
-        """``loss_fn``'s output, the selected variables, their unscaled gradients and
-        ``why()``, the explanation of an all-``None`` gradient; ``options`` holds
-        ``var_list``, ``grad_loss`` and ``has_aux``."""
-        scale = _loss_scale_state(caller, state, call).loss_scale
-        _habits.refuse_keywords(caller, loss_fn, kwargs, call)
-        var_list = options["var_list"]
-        selected = _var_list.select(
-            caller, state.params, self.optimizer.var_list if var_list is None else var_list
-        )
-        out, grads, why = value_and_grads(
-            caller,
-            _scaled_loss_fn(loss_fn, scale, options["has_aux"]),
-            Flat(state.params),
-            args,
-            kwargs,
-            selected,
-            has_aux=options["has_aux"],
-            grad_loss=options["grad_loss"],
-        )
-        return out, selected, [_unscaled(g, scale) for g in grads], why
-
-    def _apply(self, grads: list[Any], state: TrainState, ls_state: LossScaleState) -> TrainState:
-        """One step of the wrapped optimizer by unscaled ``grads`` (one per variable, at
-        least one not ``None``), skipped when one is not finite; the scale adjusted."""
+    ) -> TrainState:
+        """One step of the wrapped optimizer by unscaled ``grads`` (one per variable),
+        skipped when one is not finite; the scale adjusted."""
+        if all(g is None for g in grads):
+            raise _pairs.no_gradients(caller, names)
+        ls_state = state.opt_state
         inner = TrainState(state.params, ls_state.inner_state, state.global_step)
         pairs = [(g, None) for g in grads]
 
@@ -534,10 +505,10 @@ class LossScaleOptimizer:
 
 def _check_opt(caller: str, opt: Any) -> None:
     """Raise unless ``opt`` is an ``fg.train`` optimizer this class can wrap."""
-    if isinstance(opt, Optimizer):
-        return
     if isinstance(opt, LossScaleOptimizer):
         fix = "it already scales the loss; wrap the optimizer once"
+    elif isinstance(opt, Optimizer):
+        return
     elif isinstance(opt, OptimizerGroup):
         fix = (
             "wrap the group's optimizers you step, e.g. LossScaleOptimizer(group['D']) "
