@@ -257,7 +257,7 @@ class Optimizer:
         flat = Flat(state.params)
         names = variable_names(state.params)
         grads = _pairs.match(caller, grads_and_vars, flat.variables, names)
-        return self._apply(caller, call, flat, names, grads, state)
+        return self._apply(caller, call, grads, state)
 
     # fmt: off
     def minimize(
@@ -307,7 +307,7 @@ class Optimizer:
         if all(g is None for g in grads):
             chosen = [n for n, s in zip(names, selected, strict=True) if s]
             raise _pairs.no_gradients(caller, chosen, why())
-        return self._apply(caller, call, Flat(state.params), names, grads, state), out
+        return self._apply(caller, call, grads, state), out
 
     # The steps every method shares, and the hooks a wrapper (LossScaleOptimizer)
     # overrides: _check_state, _scaled_loss, _unscaled and _apply.
@@ -355,16 +355,10 @@ class Optimizer:
         del state
         return grads
 
-    def _apply(
-        self,
-        caller: str,
-        call: str,
-        flat: Flat,
-        names: list[str],
-        grads: list[Any],
-        state: TrainState,
-    ) -> TrainState:
+    def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
         """One update of ``state`` by one gradient (or ``None``) per variable."""
+        flat = Flat(state.params)
+        names = variable_names(state.params)
         trained = self._trained(caller, state.params)
         outside = [
             n for n, g, t in zip(names, grads, trained, strict=True) if g is not None and not t

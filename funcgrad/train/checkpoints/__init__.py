@@ -7,12 +7,10 @@
   NumPy; its design note describes the file format.
 """
 
-from funcgrad.train.checkpoints.orbax import Checkpointer
-from funcgrad.train.checkpoints.tf_saver import restore_tf_checkpoint
-from funcgrad.train.checkpoints.tf_saver import save_tf_checkpoint
+from funcgrad.train.checkpoints import orbax
+from funcgrad.train.checkpoints import tf_saver
+from funcgrad.train.checkpoints.orbax import Checkpointer as Checkpointer
+from funcgrad.train.checkpoints.tf_saver import restore_tf_checkpoint as restore_tf_checkpoint
+from funcgrad.train.checkpoints.tf_saver import save_tf_checkpoint as save_tf_checkpoint
 
-__all__ = [
-    "Checkpointer",
-    "restore_tf_checkpoint",
-    "save_tf_checkpoint",
-]
+__all__ = orbax.__all__ + tf_saver.__all__

@@ -6,38 +6,27 @@ that hold TensorFlow's update rules where optax's differ.
 * ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
 """
 
-from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer
-from funcgrad.train.optimizers.tf1 import AdagradOptimizer
-from funcgrad.train.optimizers.tf1 import AdamOptimizer
-from funcgrad.train.optimizers.tf1 import FtrlOptimizer
-from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer
-from funcgrad.train.optimizers.tf1 import MomentumOptimizer
-from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer
-from funcgrad.train.optimizers.tf1 import ProximalGradientDescentOptimizer
-from funcgrad.train.optimizers.tf1 import RMSPropOptimizer
-from funcgrad.train.optimizers.transforms import ScaleByTfAdamState
-from funcgrad.train.optimizers.transforms import TfFtrlState
-from funcgrad.train.optimizers.transforms import TfProximalAdagradState
-from funcgrad.train.optimizers.transforms import scale_by_tf_adam
-from funcgrad.train.optimizers.transforms import tf_ftrl
-from funcgrad.train.optimizers.transforms import tf_proximal_adagrad
-from funcgrad.train.optimizers.transforms import tf_proximal_gradient_descent
+from funcgrad.train.optimizers import tf1
+from funcgrad.train.optimizers import transforms
+from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer as AdadeltaOptimizer
+from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
+from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer
+from funcgrad.train.optimizers.tf1 import FtrlOptimizer as FtrlOptimizer
+from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer as GradientDescentOptimizer
+from funcgrad.train.optimizers.tf1 import MomentumOptimizer as MomentumOptimizer
+from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer as ProximalAdagradOptimizer
+from funcgrad.train.optimizers.tf1 import (
+    ProximalGradientDescentOptimizer as ProximalGradientDescentOptimizer,
+)
+from funcgrad.train.optimizers.tf1 import RMSPropOptimizer as RMSPropOptimizer
+from funcgrad.train.optimizers.transforms import ScaleByTfAdamState as ScaleByTfAdamState
+from funcgrad.train.optimizers.transforms import TfFtrlState as TfFtrlState
+from funcgrad.train.optimizers.transforms import TfProximalAdagradState as TfProximalAdagradState
+from funcgrad.train.optimizers.transforms import scale_by_tf_adam as scale_by_tf_adam
+from funcgrad.train.optimizers.transforms import tf_ftrl as tf_ftrl
+from funcgrad.train.optimizers.transforms import tf_proximal_adagrad as tf_proximal_adagrad
+from funcgrad.train.optimizers.transforms import (
+    tf_proximal_gradient_descent as tf_proximal_gradient_descent,
+)
 
-__all__ = [
-    "AdadeltaOptimizer",
-    "AdagradOptimizer",
-    "AdamOptimizer",
-    "FtrlOptimizer",
-    "GradientDescentOptimizer",
-    "MomentumOptimizer",
-    "ProximalAdagradOptimizer",
-    "ProximalGradientDescentOptimizer",
-    "RMSPropOptimizer",
-    "ScaleByTfAdamState",
-    "TfFtrlState",
-    "TfProximalAdagradState",
-    "scale_by_tf_adam",
-    "tf_ftrl",
-    "tf_proximal_adagrad",
-    "tf_proximal_gradient_descent",
-]
+__all__ = tf1.__all__ + transforms.__all__

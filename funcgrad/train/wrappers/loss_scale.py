@@ -34,8 +34,8 @@ from funcgrad.train import _habits
 from funcgrad.train import _pairs
 from funcgrad.train._loss_and_grads import LossCall
 from funcgrad.train._var_list import VarList
-from funcgrad.train._variables import Flat
 from funcgrad.train.group import OptimizerGroup
+from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import GradsAndVars
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.state import TrainState
@@ -459,19 +459,11 @@ class LossScaleOptimizer(Optimizer):
     def _unscaled(self, grads: list[Any], state: Any) -> list[Any]:
         return [_unscaled(g, state.opt_state.loss_scale) for g in grads]
 
-    def _apply(
-        self,
-        caller: str,
-        call: str,
-        flat: Flat,
-        names: list[str],
-        grads: list[Any],
-        state: TrainState,
-    ) -> TrainState:
+    def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
         """One step of the wrapped optimizer by unscaled ``grads`` (one per variable),
         skipped when one is not finite; the scale adjusted."""
         if all(g is None for g in grads):
-            raise _pairs.no_gradients(caller, names)
+            raise _pairs.no_gradients(caller, variable_names(state.params))
         ls_state = state.opt_state
         inner = TrainState(state.params, ls_state.inner_state, state.global_step)
         pairs = [(g, None) for g in grads]
