@@ -154,8 +154,8 @@ PROBES = [
     _unary("relu", lambda tf: tf.nn.relu, jax.nn.relu),
     _unary("relu6", lambda tf: tf.nn.relu6, jax.nn.relu6, [*U, (6.0,), (7.0,)]),
     _unary("maximum_x_0", lambda tf: lambda x: tf.maximum(x, 0.0), lambda x: jnp.maximum(x, 0.0)),
-    _unary("maximum_0_x", lambda tf: lambda x: tf.maximum(0.0, x), lambda x: jnp.maximum(0.0, x)),
-    _unary("minimum_1_abs", lambda tf: lambda x: tf.minimum(1.0, tf.abs(x)),
+    _unary("maximum_0_x", lambda tf: lambda x: tf.maximum(tf.constant(0.0, x.dtype), x), lambda x: jnp.maximum(0.0, x)),
+    _unary("minimum_1_abs", lambda tf: lambda x: tf.minimum(tf.constant(1.0, x.dtype), tf.abs(x)),
            lambda x: jnp.minimum(1.0, jnp.abs(x))),
     _unary("elu", lambda tf: tf.nn.elu, jax.nn.elu),
     _unary("selu", lambda tf: tf.nn.selu, jax.nn.selu, ulps=3),
@@ -203,7 +203,7 @@ PROBES = [
     _unary("clip_by_value", lambda tf: lambda x: tf.clip_by_value(x, 0.0, 1.0),
            lambda x: jnp.clip(x, 0.0, 1.0), CLIP),
     _unary("ClipByValue_clamp", lambda tf: lambda x: tf.raw_ops.ClipByValue(
-        t=x, clip_value_min=tf.constant(0.0), clip_value_max=tf.constant(1.0)),
+        t=x, clip_value_min=tf.constant(0.0, x.dtype), clip_value_max=tf.constant(1.0, x.dtype)),
            lambda x: lax.clamp(0.0, x, 1.0), CLIP),
     _unary("maximum_lower_bound", lambda tf: lambda x: tf.maximum(x, 0.0),
            lambda x: jnp.clip(x, min=0.0), CLIP),
@@ -283,15 +283,15 @@ def _columns(probe: Probe) -> list[np.ndarray]:
     return [np.asarray(c, np.float32) for c in zip(*points, strict=True)]
 
 
-@pytest.fixture(scope="module")
-def tensorflow_values(tf):
-    """Every probe's value and derivatives from TensorFlow, in one graph and one run."""
+def _tensorflow_graph_values(tf, dtype) -> dict[tuple[str, tuple[int, ...]], Any]:
+    """Every probe's value and derivatives from TensorFlow in ``dtype``, in one graph and
+    one run (the points are the float32 ones, exactly representable in float64)."""
     fetches, feeds, nones = {}, {}, set()
     graph = tf.Graph()
     with graph.as_default():
         for probe in PROBES:
-            columns = _columns(probe)
-            xs = [tf.compat.v1.placeholder(tf.float32, [len(c)]) for c in columns]
+            columns = [c.astype(dtype) for c in _columns(probe)]
+            xs = [tf.compat.v1.placeholder(dtype, [len(c)]) for c in columns]
             feeds.update(zip(xs, columns, strict=True))
             tensors = {(): probe.tf_fn(tf)(*xs)}
             for seq in probe.sequences():
@@ -305,6 +305,12 @@ def tensorflow_values(tf):
     with tf.compat.v1.Session(graph=graph, config=config) as session:
         values = session.run(fetches, feed_dict=feeds)
     return {**values, **dict.fromkeys(nones)}
+
+
+@pytest.fixture(scope="module")
+def tensorflow_values(tf):
+    """TensorFlow's float32 numbers on this CPU, and the float64 reference beside them."""
+    return _tensorflow_graph_values(tf, np.float32), _tensorflow_graph_values(tf, np.float64)
 
 
 def _in_scan(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -362,18 +368,42 @@ def _ulps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(ordered(a) - ordered(b))
 
 
-def _mismatches(probe: Probe, seq: tuple[int, ...], want: Any, got: Any) -> list[str]:
+def _within_tensorflows_error(
+    want: np.ndarray, got: np.ndarray, exact: np.ndarray, ulps: int
+) -> np.ndarray:
+    """Whether funcgrad is no further from the exact value than TensorFlow is on this CPU,
+    plus ``ulps`` units of float32 rounding (the rule of ``tests/README.md``).
+
+    Where the float64 reference is not a finite float32 number, TensorFlow's value is the
+    reference: ``got`` within ``ulps`` of ``want``.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact32 = exact.astype(np.float32)
+        scale = np.maximum(np.abs(exact32), np.abs(want))
+        unit = np.spacing(scale).astype(np.float64)
+        tf_error = np.abs(want.astype(np.float64) - exact)
+        error = np.abs(got.astype(np.float64) - exact)
+        close = error <= tf_error + ulps * unit
+    return np.where(np.isfinite(exact32), close, _ulps_apart(want, got) <= ulps)
+
+
+def _mismatches(
+    probe: Probe, seq: tuple[int, ...], want: Any, got: Any, exact: Any
+) -> list[str]:
     where = f"d{''.join('xyz'[i] for i in seq)}" if seq else "value"
     if want is None or got is None:
         if (want is None) != (got is None):
             return [f"{where}: TensorFlow {want}, funcgrad {got}"]
         return []
-    want, got = np.asarray(want, np.float32), np.asarray(got, np.float32)
+    n = len(probe.points)  # the columns past it repeat the last point
+    want, got = np.asarray(want, np.float32)[:n], np.asarray(got, np.float32)[:n]
+    exact = np.asarray(exact, np.float64)[:n]
     same = (np.isnan(want) & np.isnan(got)) | (want == got)
     finite = np.isfinite(want) & np.isfinite(got)
-    same |= finite & (_ulps_apart(want, got) <= probe.ulps)
+    same |= finite & _within_tensorflows_error(want, got, exact, probe.ulps)
     return [
-        f"{where} at {probe.points[i]}: TensorFlow {want[i]!r}, funcgrad {got[i]!r}"
+        f"{where} at {probe.points[i]}: TensorFlow {want[i]!r}, funcgrad {got[i]!r}, "
+        f"exact {exact[i]!r}"
         for i in np.flatnonzero(~same)
     ]
 
@@ -381,11 +411,14 @@ def _mismatches(probe: Probe, seq: tuple[int, ...], want: Any, got: Any) -> list
 @pytest.mark.parametrize("context", list(CONTEXTS))
 @pytest.mark.parametrize("probe", PROBES, ids=[p.name for p in PROBES])
 def test_tensorflow_conventions_match_tensorflow(tensorflow_values, probe, context):
+    tensorflow, exact = tensorflow_values
     got = _funcgrad_values(probe, context)
     problems = [
         m
         for seq in [(), *probe.sequences()]
-        for m in _mismatches(probe, seq, tensorflow_values[(probe.name, seq)], got[seq])
+        for m in _mismatches(
+            probe, seq, tensorflow[(probe.name, seq)], got[seq], exact[(probe.name, seq)]
+        )
     ]
     assert not problems, f"{probe.name} ({context}):\n  " + "\n  ".join(problems)
 
