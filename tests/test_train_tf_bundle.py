@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from funcgrad.train.checkpoints import _tf_bundle as tb
+from funcgrad.train.checkpoints._crc32c import crc32c
 
 _rng = np.random.default_rng(0)
 
@@ -49,11 +50,11 @@ def saved(tmp_path) -> str:
 
 
 def test_crc32c_known_values() -> None:
-    assert tb.crc32c(b"") == 0
-    assert tb.crc32c(b"123456789") == 0xE3069283
-    assert tb.crc32c(bytes(32)) == 0x8A9136AA  # RFC 3720, B.4
-    assert tb.crc32c(b"\xff" * 32) == 0x62A8AB43
-    assert tb.crc32c(bytes(range(32))) == 0x46DD794E
+    assert crc32c(b"") == 0
+    assert crc32c(b"123456789") == 0xE3069283
+    assert crc32c(bytes(32)) == 0x8A9136AA  # RFC 3720, B.4
+    assert crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert crc32c(bytes(range(32))) == 0x46DD794E
 
 
 @pytest.mark.parametrize("size", [1, 2047, 2048, 2049, 4096 + 3, 65536, 300_001])
@@ -64,9 +65,9 @@ def test_crc32c_in_lanes_equals_byte_by_byte(size: int) -> None:
         register ^= b
         for _ in range(8):
             register = (register >> 1) ^ (0x82F63B78 if register & 1 else 0)
-    assert tb.crc32c(data) == register ^ 0xFFFFFFFF
+    assert crc32c(data) == register ^ 0xFFFFFFFF
     cut = size // 3
-    assert tb.crc32c(data[cut:], tb.crc32c(data[:cut])) == tb.crc32c(data)
+    assert crc32c(data[cut:], crc32c(data[:cut])) == crc32c(data)
 
 
 def test_round_trip_of_every_dtype(saved) -> None:
@@ -96,14 +97,14 @@ def test_latest_checkpoint(tmp_path) -> None:
     directory = tmp_path / 'dir "q" é'
     prefix = str(directory / "model.ckpt-7")
     tb.write_bundle(prefix, {"a": np.ones(2)})
-    assert tb.latest_checkpoint(str(directory)) is None
+    assert tb.latest_checkpoint("caller", str(directory)) is None
     tb.write_checkpoint_state(prefix)
-    assert tb.latest_checkpoint(str(directory)) == prefix
+    assert tb.latest_checkpoint("caller", str(directory)) == prefix
     # an absolute path from another machine: the checkpoint is looked for beside the file
     (directory / "checkpoint").write_text('model_checkpoint_path: "/gone/away/model.ckpt-7"\n')
-    assert tb.latest_checkpoint(str(directory)) == prefix
+    assert tb.latest_checkpoint("caller", str(directory)) == prefix
     (directory / "checkpoint").write_bytes(b"\xff\xfe garbage")
-    assert tb.latest_checkpoint(str(directory)) is None
+    assert tb.latest_checkpoint("caller", str(directory)) is None
 
 
 @pytest.mark.parametrize(

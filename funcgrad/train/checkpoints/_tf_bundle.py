@@ -18,32 +18,37 @@ checkpoint at ``prefix``, a format unchanged since TensorFlow 1.1 (bundle versio
 
 What it writes: one shard, the same bytes TensorFlow writes for the same tensors
 (tensors in name order, which is what a ``Saver`` passes), data then index to temporary
-names, fsynced, then renamed into place (TensorFlow's order), so a crash never leaves a
-readable half-written checkpoint.
+names, fsynced, then renamed into place, the previous pair kept until the new one is
+complete (``_tf_files``' design note), so a save killed at any instant leaves the old
+checkpoint or the new one.
 
 What it reads: any number of shards; every fixed-size numeric dtype and bool.  Refused
 with :class:`CheckpointFormatError`: big-endian bundles, string / variant / resource
 tensors, partitioned variables (stored as slices) and compressed index blocks (which
 TensorFlow never writes) — none of which a ``TrainState`` holds.
 
-What it assumes of its input: nothing.  Every read is bounds-checked, every CRC32C (each
-index block, each tensor) is verified before a value is returned, and a size is checked
-against its shape and the file before anything is allocated.  Nothing is unpickled:
-the protobuf fields are parsed by hand and arrays made with ``np.frombuffer``.
+What it assumes of its input: nothing.  Only regular files are opened; an index over
+``INDEX_LIMIT`` bytes is refused by its size, and of the rest only the footer, then the
+blocks it leads to (each once, in order, checked to lie inside the file before it is
+read) are read; of a data file only the bytes an entry names, checked first against the
+file's size.  Every CRC32C (each index block, the metaindex included, and each tensor) is
+verified before a value is returned, and a size is checked against its shape before
+anything is allocated.  Nothing is unpickled: the protobuf fields are parsed by hand and
+arrays made with ``np.frombuffer``.  Every error for damaged contents names the file and
+ends with what to do.
 """
 
 from __future__ import annotations
 
 import codecs
-import itertools
 import math
 import os
 import re
 import struct
-import uuid
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
+from io import FileIO
 from pathlib import Path
 from typing import Any
 from typing import NamedTuple
@@ -51,111 +56,18 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from funcgrad.train.checkpoints import _tf_files
+from funcgrad.train.checkpoints._crc32c import crc32c
+from funcgrad.train.checkpoints._crc32c import mask
+from funcgrad.train.checkpoints._tf_files import CheckpointFormatError as CheckpointFormatError
+from funcgrad.train.checkpoints._tf_files import damaged
 
-class CheckpointFormatError(ValueError):
-    """A file is not a TensorFlow V2 checkpoint, or it is truncated or damaged."""
-
-
-# CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): TensorFlow's crc32c::Extend.
-# Below _SMALL bytes a table loop; above, the input is cut into _LANE-byte lanes whose
-# CRCs NumPy computes side by side (four bytes a step), then combined pairwise with the
-# linear "append n zero bytes" operator, as zlib's crc32_combine.  ~650 MB/s.
-_POLY, _SMALL, _LANE, _CHUNK = 0x82F63B78, 2048, 256, 1 << 22
-_T0 = np.arange(256, dtype=np.uint32)
-for _ in range(8):
-    _T0 = np.where(_T0 & 1, (_T0 >> 1) ^ np.uint32(_POLY), _T0 >> 1).astype(np.uint32)
-_T0_LIST = [int(x) for x in _T0]
-_cache: dict[Any, Any] = {}
-
-
-def _word_tables() -> tuple[np.ndarray, np.ndarray]:
-    """One 32-bit step of the register ``s``: ``lo[s & 0xFFFF] ^ hi[s >> 16]``."""
-    if "word" not in _cache:
-        t1 = (_T0 >> 8) ^ _T0[_T0 & 0xFF]
-        t2 = (t1 >> 8) ^ _T0[t1 & 0xFF]
-        t3 = (t2 >> 8) ^ _T0[t2 & 0xFF]
-        x = np.arange(1 << 16, dtype=np.uint32)
-        _cache["word"] = (t3[x & 0xFF] ^ t2[x >> 8], t1[x & 0xFF] ^ _T0[x >> 8])
-    return _cache["word"]
-
-
-def _apply(columns: tuple[int, ...], x: int) -> int:
-    """The GF(2) matrix with these 32 columns times the vector ``x``."""
-    out, i = 0, 0
-    while x:
-        out ^= columns[i] if x & 1 else 0
-        x, i = x >> 1, i + 1
-    return out
-
-
-def _zeros(k: int) -> tuple[int, ...]:
-    """The operator "feed 2**k zero bytes" on a raw register, as 32 columns."""
-    if k not in _cache:
-        if k == 0:
-            _cache[k] = tuple(_T0_LIST[(1 << i) & 0xFF] ^ ((1 << i) >> 8) for i in range(32))
-        else:
-            half = _zeros(k - 1)
-            _cache[k] = tuple(_apply(half, c) for c in half)
-    return _cache[k]
-
-
-def _shift(register: int, n: int) -> int:
-    """The raw register after ``n`` zero bytes."""
-    k = 0
-    while n and register:
-        register = _apply(_zeros(k), register) if n & 1 else register
-        n, k = n >> 1, k + 1
-    return register
-
-
-def _shift_tables(n: int) -> np.ndarray:
-    """(4, 256) tables applying "feed ``n`` (a power of 2) zero bytes" byte by byte."""
-    if ("shift", n) not in _cache:
-        columns = np.array(_zeros(n.bit_length() - 1), np.uint32).reshape(4, 8)
-        bits = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)
-        _cache["shift", n] = np.stack(
-            [np.bitwise_xor.reduce(np.where(bits, c, np.uint32(0)), axis=1) for c in columns]
-        )
-    return _cache["shift", n]
-
-
-def _lanes(block: np.ndarray) -> int:
-    """The raw register (from 0) after ``block``, whose size is a multiple of _LANE."""
-    lo, hi = _word_tables()
-    s = np.zeros(block.size // _LANE, np.uint32)
-    for row in block.view("<u4").reshape(s.size, _LANE // 4).T:
-        s ^= row
-        s = lo[s & 0xFFFF] ^ hi[s >> 16]
-    width = _LANE
-    while s.size > 1:
-        if s.size % 2:  # a zero lane in front changes nothing on a zero register
-            s = np.concatenate([np.zeros(1, np.uint32), s])
-        t, left = _shift_tables(width), s[0::2]
-        s = s[1::2] ^ t[0][left & 0xFF] ^ t[1][(left >> 8) & 0xFF]
-        s ^= t[2][(left >> 16) & 0xFF] ^ t[3][left >> 24]
-        width *= 2
-    return int(s[0])
-
-
-def crc32c(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> int:
-    """The CRC-32C of ``data`` continued from ``crc`` (TensorFlow's ``crc32c::Extend``)."""
-    buf = np.frombuffer(memoryview(data).cast("B"), np.uint8)  # type: ignore[arg-type]
-    register = crc ^ 0xFFFFFFFF
-    for start in range(0, buf.size, _CHUNK):
-        chunk = buf[start : start + _CHUNK]
-        if chunk.size < _SMALL:
-            for b in chunk.tobytes():
-                register = _T0_LIST[(register ^ b) & 0xFF] ^ (register >> 8)
-            continue
-        pad = -chunk.size % _LANE
-        padded = np.concatenate([np.zeros(pad, np.uint8), chunk]) if pad else chunk
-        register = _shift(register, chunk.size) ^ _lanes(padded)
-    return register ^ 0xFFFFFFFF
-
-
-def _mask(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
+#: The largest index read, in bytes: 256 MiB, some two million tensors (TensorFlow 1.x
+#: models hold thousands); a larger file is refused by its size before it is read.
+INDEX_LIMIT = 1 << 28
+#: The largest ``checkpoint`` state file read (a few lines per checkpoint kept).
+_STATE_LIMIT = 1 << 24
+_PREFIX_FIX = "pass the prefix of a checkpoint, e.g. 'train/model.ckpt-1000'"
 
 # TensorFlow's DataType enum -> NumPy dtype, for the types a bundle entry may hold here.
 DTYPES: dict[int, np.dtype] = {
@@ -170,15 +82,14 @@ _ENUMS = {dtype: enum for enum, dtype in DTYPES.items()}
 class _Cursor:
     """Bounds-checked reads from a buffer; a failure names ``where``."""
 
-    def __init__(self, buf: bytes | memoryview, where: str, pos: int = 0, end: int = -1) -> None:
+    def __init__(
+        self, buf: bytes | bytearray | memoryview, where: str, pos: int = 0, end: int = -1
+    ) -> None:
         self.buf, self.where, self.pos = buf, where, pos
         self.end = len(buf) if end < 0 else end
 
     def fail(self, what: str) -> CheckpointFormatError:
-        return CheckpointFormatError(
-            f"{self.where}: {what} at byte {self.pos}; the file is damaged or not a "
-            "TensorFlow checkpoint — use an intact copy."
-        )
+        return damaged(self.where, f"{what} at byte {self.pos} of a record")
 
     def varint(self) -> int:
         result = shift = 0
@@ -221,13 +132,13 @@ def _fields(buf: bytes, where: str) -> Iterator[tuple[int, int | bytes]]:
 def _int(value: int | bytes, where: str) -> int:
     """A varint field as a signed int64."""
     if isinstance(value, bytes):
-        raise CheckpointFormatError(f"{where}: a number field holds bytes; the file is damaged.")
+        raise damaged(where, "a number field holds bytes")
     return value - (1 << 64) if value >> 63 else value
 
 
 def _message(value: int | bytes, where: str) -> bytes:
     if not isinstance(value, bytes):
-        raise CheckpointFormatError(f"{where}: a message field holds a number; it is damaged.")
+        raise damaged(where, "a message field holds a number")
     return value
 
 
@@ -274,7 +185,7 @@ def _entry(buf: bytes, where: str) -> Entry:
         if field == 2:
             for f, dim in _fields(_message(value, where), where):
                 if f == 3 and dim:
-                    raise CheckpointFormatError(f"{where}: the shape has an unknown rank.")
+                    raise damaged(where, "a tensor's shape has an unknown rank")
                 if f == 2:
                     sizes = [
                         _int(v, where) for g, v in _fields(_message(dim, where), where) if g == 1
@@ -286,7 +197,7 @@ def _entry(buf: bytes, where: str) -> Entry:
             fields[field] = _int(value, where)
     entry = Entry(fields[1], tuple(shape), fields[3], fields[4], fields[5], fields[6], sliced)
     if min(entry.shard, entry.offset, entry.size, *entry.shape) < 0:
-        raise CheckpointFormatError(f"{where}: a negative size, offset or dimension.")
+        raise damaged(where, "a negative size, offset or dimension")
     return entry
 
 
@@ -313,30 +224,33 @@ def _header(buf: bytes, where: str) -> int:
             "re-save it on a little-endian (x86, ARM) machine."
         )
     if shards < 1:
-        raise CheckpointFormatError(f"{where}: the header states {shards} shards; it is damaged.")
+        raise damaged(where, f"the header states {shards} shards")
     return shards
 
 
 _MAGIC, _FOOTER, _BLOCK = 0xDB4775248B80FB57, 48, 262144
 
 
-def _block(data: bytes, handle: tuple[int, int], where: str) -> memoryview:
-    """A table block, its CRC32C verified, without its trailer."""
-    offset, size = handle
-    if offset + size + 5 > len(data) - _FOOTER:
-        raise CheckpointFormatError(
-            f"{where}: a block runs past the end of the file; it is truncated or damaged — "
-            "use an intact copy."
+def _block(file: FileIO, size: int, handle: tuple[int, int], where: str) -> memoryview:
+    """A table block, its CRC32C verified, without its trailer; read once it is known to
+    lie inside the file, before the footer."""
+    offset, length = handle
+    if offset + length + 5 > size - _FOOTER:
+        raise damaged(
+            where,
+            f"a block (bytes {offset}..{offset + length + 5}) runs past the end of the "
+            f"{size - _FOOTER} bytes before the footer",
+            "truncated or damaged",
         )
-    stored = struct.unpack_from("<I", data, offset + size + 1)[0]
-    if _mask(crc32c(memoryview(data)[offset : offset + size + 1])) != stored:
-        raise CheckpointFormatError(
-            f"{where}: the block at byte {offset} fails its CRC32C check; the file is "
-            "damaged — use an intact copy."
-        )
-    if data[offset + size]:
-        raise CheckpointFormatError(f"{where}: a compressed block, which TensorFlow never writes.")
-    return memoryview(data)[offset : offset + size]
+    data = _tf_files.read_at(file, offset, length + 5, where)
+    if (
+        mask(crc32c(memoryview(data)[: length + 1]))
+        != struct.unpack_from("<I", data, length + 1)[0]
+    ):
+        raise damaged(where, f"the block at byte {offset} fails its CRC32C check")
+    if data[length]:
+        raise damaged(where, "a compressed block, which TensorFlow never writes")
+    return memoryview(data)[:length]
 
 
 def _pairs(block: memoryview, where: str) -> Iterator[tuple[bytes, bytes]]:
@@ -354,21 +268,36 @@ def _pairs(block: memoryview, where: str) -> Iterator[tuple[bytes, bytes]]:
         yield key, cursor.take(size)
 
 
-def _read_table(data: bytes, where: str) -> list[tuple[bytes, bytes]]:
-    if len(data) < _FOOTER or struct.unpack_from("<Q", data, len(data) - 8)[0] != _MAGIC:
+def _read_table(file: FileIO, size: int, where: str) -> list[tuple[bytes, bytes]]:
+    """The pairs of the table in ``file``: its size and footer checked first, then its
+    metaindex and index blocks, then each data block once, in order."""
+    if size > INDEX_LIMIT:
+        raise CheckpointFormatError(
+            f"{where}: {size} bytes, more than the {INDEX_LIMIT} (256 MiB, some two million "
+            f"tensors) an index may have here; it is not a checkpoint's index — {_PREFIX_FIX}."
+        )
+    tail = _tf_files.read_at(file, size - _FOOTER, _FOOTER, where) if size >= _FOOTER else b""
+    if len(tail) < _FOOTER or struct.unpack_from("<Q", tail, 40)[0] != _MAGIC:
         raise CheckpointFormatError(
             f"{where}: not the index of a TensorFlow V2 checkpoint (no table footer); pass "
             "the prefix a tf.train.Saver wrote, e.g. 'model.ckpt-1000', of an intact copy."
         )
-    footer = _Cursor(data, where, pos=len(data) - _FOOTER, end=len(data) - 8)
-    footer.varint(), footer.varint()  # the metaindex block: a bundle has no filters
-    index = _block(data, (footer.varint(), footer.varint()), where)
+    footer = _Cursor(tail, where, end=40)
+    metaindex, index = (footer.varint(), footer.varint()), (footer.varint(), footer.varint())
+    for _ in _pairs(_block(file, size, metaindex, where), where):
+        pass  # a bundle's metaindex is empty (no filters), but its CRC is checked all the same
     pairs: list[tuple[bytes, bytes]] = []
-    for _, handle in _pairs(index, where):
-        cursor = _Cursor(handle, where)
-        pairs.extend(_pairs(_block(data, (cursor.varint(), cursor.varint()), where), where))
-    if any(a >= b for (a, _), (b, _) in itertools.pairwise(pairs)):
-        raise CheckpointFormatError(f"{where}: its keys are out of order; the file is damaged.")
+    end = 0
+    for _, value in _pairs(_block(file, size, index, where), where):
+        cursor = _Cursor(value, where)
+        handle = (cursor.varint(), cursor.varint())
+        if handle[0] < end:
+            raise damaged(where, f"the block at byte {handle[0]} overlaps the one before it")
+        end = handle[0] + handle[1] + 5
+        for key, entry in _pairs(_block(file, size, handle, where), where):
+            if pairs and key <= pairs[-1][0]:
+                raise damaged(where, f"its keys are out of order at {key[:40]!r}")
+            pairs.append((key, entry))
     return pairs
 
 
@@ -416,7 +345,7 @@ def _build_table(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
     def write(block: _BlockBuilder) -> bytes:
         contents = block.finish()
         handle = _varint(len(out)) + _varint(len(contents))
-        out.extend(contents + struct.pack("<BI", 0, _mask(crc32c(contents + b"\0"))))
+        out.extend(contents + struct.pack("<BI", 0, mask(crc32c(contents + b"\0"))))
         return handle
 
     data, index, last, pending = _BlockBuilder(16), _BlockBuilder(1), b"", b""
@@ -441,23 +370,41 @@ def _data_path(prefix: str, shard: int, shards: int) -> str:
     return f"{prefix}.data-{shard:05d}-of-{shards:05d}"
 
 
+def exists(prefix: str) -> bool:
+    """Whether there is a checkpoint at ``prefix`` (its index, or during an interrupted
+    save, the previous one)."""
+    return os.path.exists(_tf_files.index_of(prefix + ".index"))
+
+
 class BundleReader:
     """The tensors of the checkpoint at ``prefix``: the index is read (and verified) now,
-    each tensor when :meth:`read` asks for it.  Raises ``FileNotFoundError`` when
-    ``prefix.index`` does not exist and :class:`CheckpointFormatError` when it is no index.
+    each tensor when :meth:`read` asks for it.  While a save to ``prefix`` is interrupted
+    (``prefix.index`` is missing, ``prefix.index.previous`` is there), the previous
+    checkpoint is read.  Raises ``FileNotFoundError`` when there is no index and
+    :class:`CheckpointFormatError` when it is not one.
     """
 
     def __init__(self, prefix: str) -> None:
-        self.prefix, where = prefix, prefix + ".index"
-        pairs = _read_table(Path(where).read_bytes(), where)
+        self.prefix, where = prefix, _tf_files.index_of(prefix + ".index")
+        self.previous = where != prefix + ".index"
+        file, size = _tf_files.open_regular(where, _PREFIX_FIX)
+        with file:
+            pairs = _read_table(file, size, where)
         if not pairs or pairs[0][0]:
-            raise CheckpointFormatError(f"{where}: the bundle header is missing; it is damaged.")
+            raise damaged(where, "the bundle header is missing")
         self.shards = _header(pairs[0][1], where)
         self.entries: dict[str, Entry] = {}
         for key, value in pairs[1:]:
             if key[:1] != b"\0":  # keys of a partitioned variable's slices start with 0
                 name = key.decode("utf-8", "replace")
                 self.entries[name] = _entry(value, f"{where} [{name!r}]")
+
+    def _data(self, shard: int) -> str:
+        """The data file of ``shard`` (the previous one, with the previous index)."""
+        path = _data_path(self.prefix, shard, self.shards)
+        if self.previous and path == _data_path(self.prefix, 0, 1):
+            return path + _tf_files.PREVIOUS
+        return path
 
     def read(self, name: str) -> np.ndarray:
         """The tensor ``name`` as an array, its CRC32C verified."""
@@ -470,45 +417,26 @@ class BundleReader:
                 "as a numeric tensor."
             )
         if entry.size != math.prod(entry.shape) * dtype.itemsize or entry.shard >= self.shards:
-            raise CheckpointFormatError(
-                f"{where}: its entry does not fit its shape; it is damaged."
-            )
-        path = _data_path(self.prefix, entry.shard, self.shards)
+            raise damaged(where, "its index entry does not fit its shape or the shards")
+        path = self._data(entry.shard)
         try:
-            with open(path, "rb") as f:
-                fits = entry.offset + entry.size <= os.fstat(f.fileno()).st_size
-                f.seek(entry.offset)
-                buf = f.read(entry.size if fits else 0)
+            file, size = _tf_files.open_regular(path, "copy the checkpoint's data file there")
         except FileNotFoundError:
             raise CheckpointFormatError(
                 f"{where}: its data file {path} is missing; copy it beside the index."
             ) from None
-        if len(buf) != entry.size:
-            raise CheckpointFormatError(
-                f"{path}: {name!r} needs bytes {entry.offset}..{entry.offset + entry.size} "
-                f"but the file ends first; it is truncated — use an intact copy."
-            )
-        if _mask(crc32c(buf)) != entry.crc:
-            raise CheckpointFormatError(
-                f"{path}: {name!r} fails its CRC32C check; the file is damaged — use an "
-                "intact copy."
-            )
+        with file:
+            end = entry.offset + entry.size
+            if end > size:
+                raise damaged(
+                    path,
+                    f"{name!r} is bytes {entry.offset}..{end}, but it ends at {size}",
+                    "truncated",
+                )
+            buf = _tf_files.read_at(file, entry.offset, entry.size, path)
+        if mask(crc32c(buf)) != entry.crc:
+            raise damaged(path, f"{name!r} fails its CRC32C check")
         return np.frombuffer(buf, dtype).reshape(entry.shape)
-
-
-def _temporary(path: str, pieces: Iterable[bytes | memoryview]) -> str:
-    """Write ``pieces`` to a fresh file beside ``path``, fsynced; return its name."""
-    temp = f"{path}.tempstate{uuid.uuid4().hex}"
-    try:
-        with open(temp, "wb") as f:
-            for piece in pieces:
-                f.write(piece)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    return temp
 
 
 def write_bundle(prefix: str, tensors: Mapping[str, np.ndarray]) -> None:
@@ -520,44 +448,66 @@ def write_bundle(prefix: str, tensors: Mapping[str, np.ndarray]) -> None:
     entries, offset = [(b"", _put_int(1, 1) + _put_bytes(3, _put_int(1, 1)))], 0
     for key, array in arrays.items():
         raw = array.reshape(-1).view(np.uint8)
-        crc = _mask(crc32c(raw))
+        crc = mask(crc32c(raw))
         entry = Entry(_ENUMS[array.dtype], array.shape, 0, offset, raw.size, crc, False)
         entries.append((key, entry.encode()))
         offset += raw.size
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    data_path = _data_path(prefix, 0, 1)
-    data = _temporary(data_path, (a.reshape(-1).view(np.uint8).data for a in arrays.values()))
+    index, data = prefix + ".index", _data_path(prefix, 0, 1)
+    _tf_files.remove_leftovers(index, data)
+    new_data = _tf_files.temporary(
+        data, (a.reshape(-1).view(np.uint8).data for a in arrays.values())
+    )
     try:
-        index = _temporary(prefix + ".index", [_build_table(entries)])
+        new_index = _tf_files.temporary(index, [_build_table(entries)])
     except BaseException:
-        Path(data).unlink()
+        Path(new_data).unlink()
         raise
-    os.replace(data, data_path)
-    os.replace(index, prefix + ".index")
+    _tf_files.replace_pair(index, data, new_index, new_data)
 
 
 _STATE_FILE = "checkpoint"
 _LINE = re.compile(r'\s*(\w+)\s*:\s*"((?:[^"\\]|\\.)*)"\s*')
 
 
-def latest_checkpoint(directory: str) -> str | None:
+def latest_checkpoint(caller: str, directory: str) -> str | None:
     """The prefix the ``checkpoint`` file in ``directory`` names (as
     ``tf.train.latest_checkpoint``), or ``None``.  A relative path is taken inside
     ``directory``; an absolute one that is gone (the directory was moved or copied from
-    another machine) is looked for there too."""
+    another machine) is looked for there too.  Errors start with ``caller``."""
+    state = os.path.join(directory, _STATE_FILE)
+    fix = "rename it, or pass the checkpoint's prefix instead of its directory"
     try:
-        text = Path(directory, _STATE_FILE).read_text("utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
+        file, size = _tf_files.open_regular(state, f"{caller}: {fix}")
+    except FileNotFoundError:
+        return None
+    with file:
+        if size > _STATE_LIMIT:
+            raise CheckpointFormatError(
+                f"{caller}: {state} has {size} bytes, more than the {_STATE_LIMIT} a "
+                f"'checkpoint' file naming checkpoints may have here; {fix}."
+            )
+        raw = _tf_files.read_at(file, 0, size, state)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
         return None
     for line in text.splitlines():
         match = _LINE.fullmatch(line)
         if match and match.group(1) == "model_checkpoint_path":
-            path = codecs.escape_decode(match.group(2).encode())[0].decode("utf-8", "replace")
+            try:
+                path = codecs.escape_decode(match.group(2).encode())[0].decode("utf-8", "replace")
+            except ValueError as error:
+                raise CheckpointFormatError(
+                    f"{caller}: {state} has a bad escape in {line.strip()!r} ({error}); write "
+                    'the line as model_checkpoint_path: "model.ckpt-1000" (the prefix, '
+                    "relative to the directory), or pass the checkpoint's prefix."
+                ) from None
             for candidate in (
                 os.path.join(directory, path),
                 os.path.join(directory, os.path.basename(path)),
             ):
-                if os.path.exists(candidate + ".index"):
+                if exists(candidate):
                     return candidate
     return None
 
@@ -580,4 +530,9 @@ def write_checkpoint_state(prefix: str) -> None:
     directory, name = os.path.split(os.path.abspath(prefix))
     text = f"model_checkpoint_path: {_quote(name)}\nall_model_checkpoint_paths: {_quote(name)}\n"
     target = os.path.join(directory, _STATE_FILE)
-    os.replace(_temporary(target, [text.encode()]), target)
+    if os.path.isdir(target):
+        raise CheckpointFormatError(
+            f"{target} is a directory where TensorFlow's 'checkpoint' file (naming the latest "
+            f"checkpoint, here {name}) goes; rename it, or save to another directory."
+        )
+    os.replace(_tf_files.temporary(target, [text.encode()]), target)

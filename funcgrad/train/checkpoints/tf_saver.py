@@ -215,7 +215,7 @@ def _prefix(caller: str, path: str | os.PathLike[str]) -> str:
     or a path to the ``.index`` / ``.data-*`` / ``.meta`` file of a prefix."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        latest = _tf_bundle.latest_checkpoint(path)
+        latest = _tf_bundle.latest_checkpoint(caller, path)
         if latest is None:
             raise FileNotFoundError(
                 f"{caller}: the directory {path} has no 'checkpoint' file naming a checkpoint "
@@ -223,7 +223,7 @@ def _prefix(caller: str, path: str | os.PathLike[str]) -> str:
             )
         return latest
     path = re.sub(r"\.(index|meta|data-\d{5}-of-\d{5})$", "", path)
-    if os.path.exists(path + ".index"):
+    if _tf_bundle.exists(path):
         return path
     if os.path.isfile(path):
         raise ValueError(
