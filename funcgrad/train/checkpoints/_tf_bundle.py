@@ -478,9 +478,11 @@ def latest_checkpoint(caller: str, directory: str) -> str | None:
     state = os.path.join(directory, _STATE_FILE)
     fix = "rename it, or pass the checkpoint's prefix instead of its directory"
     try:
-        file, size = _tf_files.open_regular(state, f"{caller}: {fix}")
+        file, size = _tf_files.open_regular(state, fix)
     except FileNotFoundError:
         return None
+    except CheckpointFormatError as error:
+        raise CheckpointFormatError(f"{caller}: {error}") from None
     with file:
         if size > _STATE_LIMIT:
             raise CheckpointFormatError(
