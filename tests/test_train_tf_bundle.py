@@ -5,6 +5,7 @@ here everything is checked without TensorFlow.
 """
 
 import os
+import re
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -13,8 +14,26 @@ import pytest
 
 from funcgrad.train.checkpoints import _tf_bundle as tb
 from funcgrad.train.checkpoints._crc32c import crc32c
+from funcgrad.train.checkpoints._crc32c import mask
 
-_rng = np.random.default_rng(0)
+DATA = ".data-00000-of-00001"
+# Every error for damaged contents ends so: what to do.
+FIX = (
+    r"; the file is (damaged|truncated|truncated or damaged) — use an intact copy of the "
+    r"checkpoint \(or an earlier step's\), or save it again from TensorFlow\.$"
+)
+# What TensorFlow 2.21's tf.compat.v1.train.Saver wrote for v = [1.0, 2.0] (float32) and
+# global_step = 7 (int64): the .index (its data block at byte 0, 63 bytes; the metaindex
+# at 68, 8 bytes; the index block at 81, 14 bytes; each block followed by its type byte
+# and masked CRC32C), and the .data-00000-of-00001.
+TF_INDEX = bytes.fromhex(
+    "00000608011a020801000b0b676c6f62616c5f7374657008091200280835bbd79f110001117608011204"
+    "120208022008280835593ce53500000000010000000026436458000000000100000000c0f2a1b0000102"
+    "77003f000000000100000000273eb9474408510e000000000000000000000000000000000000000000000"
+    "00000000000000000000000000057fb808b247547db"
+)
+TF_DATA = bytes.fromhex("07000000000000000000803f00000040")
+TF_VALUES = {"v": np.array([1.0, 2.0], np.float32), "global_step": np.int64(7)}
 
 
 def _values() -> dict[str, np.ndarray]:
@@ -47,27 +66,6 @@ def saved(tmp_path) -> str:
     prefix = str(tmp_path / "model.ckpt")
     tb.write_bundle(prefix, _values())
     return prefix
-
-
-def test_crc32c_known_values() -> None:
-    assert crc32c(b"") == 0
-    assert crc32c(b"123456789") == 0xE3069283
-    assert crc32c(bytes(32)) == 0x8A9136AA  # RFC 3720, B.4
-    assert crc32c(b"\xff" * 32) == 0x62A8AB43
-    assert crc32c(bytes(range(32))) == 0x46DD794E
-
-
-@pytest.mark.parametrize("size", [1, 2047, 2048, 2049, 4096 + 3, 65536, 300_001])
-def test_crc32c_in_lanes_equals_byte_by_byte(size: int) -> None:
-    data = _rng.integers(0, 256, size, dtype=np.uint8).tobytes()
-    register = 0xFFFFFFFF
-    for b in data:  # the textbook reflected CRC, bit by bit
-        register ^= b
-        for _ in range(8):
-            register = (register >> 1) ^ (0x82F63B78 if register & 1 else 0)
-    assert crc32c(data) == register ^ 0xFFFFFFFF
-    cut = size // 3
-    assert crc32c(data[cut:], crc32c(data[:cut])) == crc32c(data)
 
 
 def test_round_trip_of_every_dtype(saved) -> None:
@@ -107,6 +105,17 @@ def test_latest_checkpoint(tmp_path) -> None:
     assert tb.latest_checkpoint("caller", str(directory)) is None
 
 
+def test_a_bad_escape_in_the_checkpoint_file(tmp_path) -> None:
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model\\xZZ"\n')
+    line = 'model_checkpoint_path: "model\\xZZ"'
+    fix = 'write the line as model_checkpoint_path: "model.ckpt-1000"'
+    with pytest.raises(
+        tb.CheckpointFormatError,
+        match=rf"^caller: .*checkpoint has a bad escape in {re.escape(repr(line))} \(.*\); {fix}",
+    ):
+        tb.latest_checkpoint("caller", str(tmp_path))
+
+
 @pytest.mark.parametrize(
     "content",
     [b"", b"hello", b"model_checkpoint_path: 'x'\n" * 3, bytes(100)],
@@ -126,19 +135,69 @@ def test_every_truncation_of_the_index(saved) -> None:
             tb.BundleReader(saved)
 
 
-def test_every_byte_flip_of_the_index_is_caught_or_harmless(saved) -> None:
+def _footer(index: bytes) -> tuple[tuple[int, int], tuple[int, int], int]:
+    """The metaindex and index block handles of a table, and where its padding starts."""
+    cursor = tb._Cursor(index, "footer", pos=len(index) - 48)
+    meta, block = (cursor.varint(), cursor.varint()), (cursor.varint(), cursor.varint())
+    return meta, block, cursor.pos
+
+
+def test_every_byte_flip_of_the_index_is_caught_unless_in_the_footer_padding(saved) -> None:
     data = Path(saved + ".index").read_bytes()
-    caught = 0
+    uncaught = []
     for i in range(len(data)):
         corrupt = bytearray(data)
         corrupt[i] ^= 0x10
         Path(saved + ".index").write_bytes(corrupt)
         try:
             reader = tb.BundleReader(saved)
-            _assert_same(reader, _values())  # footer padding: nothing changes
         except tb.CheckpointFormatError:
-            caught += 1
-    assert caught > 0.8 * len(data)  # the rest: footer padding, the unread metaindex
+            continue
+        _assert_same(reader, _values())
+        uncaught.append(i)
+    assert uncaught == list(range(_footer(data)[2], len(data) - 8))  # zeros nobody reads
+
+
+def test_a_flipped_bit_in_the_metaindex_is_refused(saved) -> None:
+    data = Path(saved + ".index").read_bytes()
+    (offset, size), _, _ = _footer(data)
+    for i in range(offset, offset + size + 5):  # the block, its type byte and its CRC
+        for bit in range(8):
+            corrupt = bytearray(data)
+            corrupt[i] ^= 1 << bit
+            Path(saved + ".index").write_bytes(corrupt)
+            with pytest.raises(
+                tb.CheckpointFormatError,
+                match=rf"the block at byte {offset} fails its CRC32C check{FIX}",
+            ):
+                tb.BundleReader(saved)
+
+
+def _tf_mask(crc: int) -> int:
+    """tsl/lib/hash/crc32c.h: ``Mask(crc)``, a rotation by 15 bits plus kMaskDelta."""
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def test_the_masked_crcs_tensorflow_stored(tmp_path) -> None:
+    for offset, size in [(0, 63), (68, 8), (81, 14)]:
+        stored = int.from_bytes(TF_INDEX[offset + size + 1 : offset + size + 5], "little")
+        covered = TF_INDEX[offset : offset + size + 1]  # the block and its type byte
+        assert _tf_mask(crc32c(covered)) == stored == mask(crc32c(covered))
+    prefix = str(tmp_path / "tf")
+    Path(prefix + ".index").write_bytes(TF_INDEX)
+    Path(prefix + DATA).write_bytes(TF_DATA)
+    entries = tb.BundleReader(prefix).entries
+    assert entries["v"].crc == _tf_mask(crc32c(TF_DATA[8:])) == mask(crc32c(TF_DATA[8:]))
+
+
+def test_tensorflows_own_files_are_read_and_written_byte_for_byte(tmp_path) -> None:
+    prefix = str(tmp_path / "tf")
+    Path(prefix + ".index").write_bytes(TF_INDEX)
+    Path(prefix + DATA).write_bytes(TF_DATA)
+    _assert_same(tb.BundleReader(prefix), TF_VALUES)
+    tb.write_bundle(str(tmp_path / "fg"), TF_VALUES)
+    assert (tmp_path / "fg.index").read_bytes() == TF_INDEX
+    assert (tmp_path / f"fg{DATA}").read_bytes() == TF_DATA
 
 
 def test_damaged_data(saved) -> None:
@@ -148,11 +207,18 @@ def test_damaged_data(saved) -> None:
     data[entry.offset + 5] ^= 0x01
     Path(path).write_bytes(data)
     reader = tb.BundleReader(saved)
-    with pytest.raises(tb.CheckpointFormatError, match=r"'W' fails its CRC32C check"):
+    with pytest.raises(
+        tb.CheckpointFormatError, match=rf"^{re.escape(path)}: 'W' fails its CRC32C check{FIX}"
+    ):
         reader.read("W")
     np.testing.assert_array_equal(reader.read("layer1/bias"), _values()["layer1/bias"])
     Path(path).write_bytes(data[: entry.offset])
-    with pytest.raises(tb.CheckpointFormatError, match="truncated"):
+    end = entry.offset + entry.size
+    with pytest.raises(
+        tb.CheckpointFormatError,
+        match=rf"^{re.escape(path)}: 'W' is bytes {entry.offset}..{end}, but it ends at "
+        rf"{entry.offset}{FIX}",
+    ):
         reader.read("W")
     os.remove(path)
     with pytest.raises(tb.CheckpointFormatError, match=r"data file .* is missing"):
@@ -180,7 +246,21 @@ def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, shape, size) -
     prefix = str(tmp_path / "evil")
     tb.write_bundle(prefix, {"x": np.zeros(1, np.float32)})
     _index(prefix, _HEADER, {"x": tb.Entry(1, shape, 0, 0, size, 0, False)})
-    with pytest.raises(tb.CheckpointFormatError, match=r"does not fit its shape|truncated"):
+    with pytest.raises(
+        tb.CheckpointFormatError, match=rf"(does not fit its shape or the shards|ends at 4){FIX}"
+    ):
+        tb.BundleReader(prefix).read("x")
+
+
+def test_an_offset_past_any_file_says_so(tmp_path) -> None:
+    prefix = str(tmp_path / "evil")
+    tb.write_bundle(prefix, {"x": np.zeros(2, np.float32)})
+    _index(prefix, _HEADER, {"x": tb.Entry(1, (2,), 0, 2**63 - 1, 8, 0, False)})
+    with pytest.raises(
+        tb.CheckpointFormatError,
+        match=rf"{DATA}: 'x' is bytes 9223372036854775807..9223372036854775815, but it ends "
+        rf"at 8{FIX}",
+    ):
         tb.BundleReader(prefix).read("x")
 
 
@@ -211,3 +291,143 @@ def test_tensors_funcgrad_does_not_read(tmp_path, entry: tb.Entry, match: str) -
     _index(str(tmp_path / "x"), _HEADER, {"s": entry})
     with pytest.raises(tb.CheckpointFormatError, match=match):
         tb.BundleReader(str(tmp_path / "x")).read("s")
+
+
+# Each way an index can be damaged, and the error: the file, what is wrong, what to do.
+def _pairs(*pairs: tuple[bytes, bytes]):
+    def damage(prefix: str) -> None:
+        Path(prefix + ".index").write_bytes(tb._build_table(pairs))
+
+    return damage
+
+
+def _edit_index(edit):
+    def damage(prefix: str) -> None:
+        index = bytearray(Path(prefix + ".index").read_bytes())
+        edit(index)
+        Path(prefix + ".index").write_bytes(index)
+
+    return damage
+
+
+def _index_block(contents):
+    """A damage: the index block replaced by ``contents(its handles)``, CRC and footer
+    made to match."""
+
+    def edit(index: bytearray) -> None:
+        meta, (offset, size), _ = _footer(bytes(index))
+        handles = [value for _, value in tb._pairs(memoryview(index[offset : offset + size]), "")]
+        block = contents(handles)
+        trailer = bytes([0]) + mask(crc32c(block + b"\0")).to_bytes(4, "little")
+        footer = b"".join(tb._varint(n) for n in (*meta, offset, len(block)))
+        index[offset:] = block + trailer + footer.ljust(40, b"\0") + index[-8:]
+
+    return _edit_index(edit)
+
+
+def _listing(*handles: bytes) -> bytes:
+    block = tb._BlockBuilder(1)
+    for i, handle in enumerate(handles):
+        block.add(bytes([ord("a") + i]), handle)
+    return block.finish()
+
+
+def _compressed(index: bytearray) -> None:
+    _, (offset, size), _ = _footer(bytes(index))
+    data = tb._Cursor(bytes(index[offset : offset + size]), "")
+    data.varint(), data.varint(), data.varint()  # the first entry's lengths: 0, 1, handle
+    data.take(1)
+    start, length = data.varint(), data.varint()
+    index[start + length] = 1  # the type byte, Snappy; its CRC made to match
+    covered = bytes(index[start : start + length + 1])
+    index[start + length + 1 : start + length + 5] = mask(crc32c(covered)).to_bytes(4, "little")
+
+
+def _read_everything(prefix: str) -> None:
+    reader = tb.BundleReader(prefix)
+    for name in reader.entries:
+        reader.read(name)
+
+
+_ENTRY = tb.Entry(1, (2,), 0, 0, 8, 0, False).encode()
+DAMAGES = [
+    pytest.param(
+        _pairs((b"", _HEADER), (b"x", b"\x08")),
+        "a truncated or overlong varint at byte 1 of a record",
+        id="truncated_varint",
+    ),
+    pytest.param(
+        _pairs((b"", _HEADER), (b"x", b"\x0b")),
+        "a protobuf field of wire type 3 at byte 1 of a record",
+        id="wire_type",
+    ),
+    pytest.param(
+        _pairs((b"", _HEADER), (b"x", tb._put_bytes(1, b"ab"))),
+        "a number field holds bytes",
+        id="bytes_for_a_number",
+    ),
+    pytest.param(
+        _pairs((b"", _HEADER), (b"x", tb._put_int(2, 5))),
+        "a message field holds a number",
+        id="number_for_a_message",
+    ),
+    pytest.param(
+        _pairs((b"", _HEADER), (b"x", tb._put_bytes(2, tb._put_int(3, 1)))),
+        "a tensor's shape has an unknown rank",
+        id="unknown_rank",
+    ),
+    pytest.param(
+        _pairs((b"", _HEADER), (b"x", tb.Entry(1, (2,), 0, -8, 8, 0, False).encode())),
+        "a negative size, offset or dimension",
+        id="negative_offset",
+    ),
+    pytest.param(
+        _pairs((b"", tb._put_bytes(3, tb._put_int(1, 1)))),
+        "the header states 0 shards",
+        id="no_shards",
+    ),
+    pytest.param(_pairs((b"x", _ENTRY)), "the bundle header is missing", id="no_header"),
+    pytest.param(
+        _pairs((b"", _HEADER), (b"y", _ENTRY), (b"x", _ENTRY)),
+        "its keys are out of order at b'x'",
+        id="keys_out_of_order",
+    ),
+    pytest.param(
+        _edit_index(lambda index: index.__setitem__(3, index[3] ^ 1)),
+        "the block at byte 0 fails its CRC32C check",
+        id="block_crc",
+    ),
+    pytest.param(
+        _edit_index(_compressed),
+        "a compressed block, which TensorFlow never writes",
+        id="compressed_block",
+    ),
+    pytest.param(
+        _index_block(lambda _: _listing(tb._varint(0) + tb._varint(10**6))),
+        r"a block \(bytes 0..1000005\) runs past the end of the \d+ bytes before the "
+        "footer",
+        id="block_past_the_end",
+    ),
+    pytest.param(
+        _index_block(lambda handles: _listing(handles[0], handles[0])),
+        "the block at byte 0 overlaps the one before it",
+        id="blocks_overlap",
+    ),
+    pytest.param(
+        _index_block(lambda _: bytes(4)),
+        "a block without restart points at byte 0 of a record",
+        id="no_restart_points",
+    ),
+    pytest.param(
+        _pairs((b"", _HEADER), (b"x", tb.Entry(1, (3,), 0, 0, 8, 0, False).encode())),
+        "'x'\\]: its index entry does not fit its shape or the shards",
+        id="entry_not_its_shape",
+    ),
+]
+
+
+@pytest.mark.parametrize(("damage", "what"), DAMAGES)
+def test_damaged_indexes_say_which_file_and_what_to_do(saved, damage, what: str) -> None:
+    damage(saved)
+    with pytest.raises(tb.CheckpointFormatError, match=rf"^{re.escape(saved)}\.index.*{what}{FIX}"):
+        _read_everything(saved)

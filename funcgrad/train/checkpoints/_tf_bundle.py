@@ -385,8 +385,8 @@ class BundleReader:
     """
 
     def __init__(self, prefix: str) -> None:
-        self.prefix, where = prefix, _tf_files.index_of(prefix + ".index")
-        self.previous = where != prefix + ".index"
+        self.prefix, self.index = prefix, _tf_files.index_of(prefix + ".index")
+        self.previous, where = self.index != prefix + ".index", self.index
         file, size = _tf_files.open_regular(where, _PREFIX_FIX)
         with file:
             pairs = _read_table(file, size, where)
@@ -408,7 +408,7 @@ class BundleReader:
 
     def read(self, name: str) -> np.ndarray:
         """The tensor ``name`` as an array, its CRC32C verified."""
-        entry, where = self.entries[name], f"{self.prefix} [{name!r}]"
+        entry, where = self.entries[name], f"{self.index} [{name!r}]"
         dtype = DTYPES.get(entry.dtype)
         if entry.sliced or dtype is None:
             raise CheckpointFormatError(
