@@ -5,6 +5,9 @@
   ``TrainState`` (``restore_tf_checkpoint``, ``save_tf_checkpoint``).
 * ``_tf_bundle``: the tensor-bundle files themselves (format V2), read and written with
   NumPy; its design note describes the file format.
+* ``_tf_files``: those files opened, read within bounds and replaced as a pair (its design
+  note states what a reader and a killed save can count on); ``_crc32c``: TensorFlow's
+  CRC-32C and its mask.
 """
 
 from funcgrad.train.checkpoints import orbax
