@@ -243,10 +243,8 @@ def _block(file: FileIO, size: int, handle: tuple[int, int], where: str) -> memo
             "truncated or damaged",
         )
     data = _tf_files.read_at(file, offset, length + 5, where)
-    if (
-        mask(crc32c(memoryview(data)[: length + 1]))
-        != struct.unpack_from("<I", data, length + 1)[0]
-    ):
+    stored = struct.unpack_from("<I", data, length + 1)[0]
+    if mask(crc32c(memoryview(data)[: length + 1])) != stored:
         raise damaged(where, f"the block at byte {offset} fails its CRC32C check")
     if data[length]:
         raise damaged(where, "a compressed block, which TensorFlow never writes")
@@ -284,8 +282,7 @@ def _read_table(file: FileIO, size: int, where: str) -> list[tuple[bytes, bytes]
         )
     footer = _Cursor(tail, where, end=40)
     metaindex, index = (footer.varint(), footer.varint()), (footer.varint(), footer.varint())
-    for _ in _pairs(_block(file, size, metaindex, where), where):
-        pass  # a bundle's metaindex is empty (no filters), but its CRC is checked all the same
+    _block(file, size, metaindex, where)  # its CRC: a bundle's metaindex is empty (no filters)
     pairs: list[tuple[bytes, bytes]] = []
     end = 0
     for _, value in _pairs(_block(file, size, index, where), where):

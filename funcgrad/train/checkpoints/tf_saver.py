@@ -552,6 +552,9 @@ def save_tf_checkpoint(
             f"{caller}: {', '.join(unstorable)}, which a TensorFlow checkpoint does not hold; "
             "nothing was written — cast the params to a float, integer or bool dtype."
         )
-    _tf_bundle.write_bundle(prefix, tensors)
-    _tf_bundle.write_checkpoint_state(prefix)
+    try:
+        _tf_bundle.write_bundle(prefix, tensors)
+        _tf_bundle.write_checkpoint_state(prefix)
+    except _tf_bundle.CheckpointFormatError as error:  # a directory where a file goes
+        raise _tf_bundle.CheckpointFormatError(f"{caller}: {error}") from None
     return prefix
