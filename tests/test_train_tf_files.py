@@ -268,6 +268,16 @@ def test_a_save_killed_between_its_renames_leaves_old_or_new(tmp_path, after, va
     _save_again_leaves_only_the_checkpoint(prefix)
 
 
+def test_a_second_killed_save_keeps_what_the_first_kept(tmp_path) -> None:
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt"), _state(1.0), OPT)
+    for after in ("3", "1"):  # between the renames; then, with no index there, the first
+        done = _python(_CRASH, prefix, after)
+        assert done.returncode == 3, done.stderr[-3000:]
+        assert not os.path.exists(prefix + ".index")
+        np.testing.assert_array_equal(_restored(prefix), 1.0)
+    _save_again_leaves_only_the_checkpoint(prefix)
+
+
 def test_a_first_save_killed_between_its_renames_is_no_checkpoint(tmp_path) -> None:
     prefix = str(tmp_path / "model.ckpt")
     done = _python(_CRASH, prefix, "1")
