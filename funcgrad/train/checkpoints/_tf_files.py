@@ -26,8 +26,8 @@ A reader that finds no ``prefix.index`` but a ``prefix.index.previous`` reads th
 pair (:func:`index_of`), so a save killed at any instant leaves a prefix that restores to
 its old values or to its new ones, never a pair that fails its checksums.  A save first
 removes what earlier killed saves of the same prefix left (:func:`remove_leftovers`): its
-temporary files (only names of the pattern above) and ``.previous`` files once
-``prefix.index`` exists again.
+temporary files (only names of the pattern above, a copy's ``.previous.tempstate...``
+included) and ``.previous`` files once ``prefix.index`` exists again.
 
 What it assumes: one process saves a given prefix at a time (as with TensorFlow's
 ``Saver``); a rename within a directory is atomic (POSIX, and NTFS's ``MoveFileEx``).
@@ -134,7 +134,7 @@ def remove_leftovers(index: str, data: str) -> None:
             )
     directory = os.path.dirname(os.path.abspath(index))
     names = "|".join(re.escape(os.path.basename(p)) for p in (index, data))
-    pattern = re.compile(f"(?:{names}){_TEMPORARY}")
+    pattern = re.compile(f"(?:{names})(?:{re.escape(PREVIOUS)})?{_TEMPORARY}")
     with os.scandir(directory) as entries:
         for entry in entries:
             if pattern.fullmatch(entry.name):
