@@ -11,6 +11,8 @@ each private module opens with a design note):
 * ``conventions``: ``tensorflow_conventions`` — TensorFlow's derivatives where JAX's
   rules give other numbers.
 * ``py_func``: NumPy code inside JAX, with a gradient.
+* ``indexed_slices``: ``IndexedSlices``, TensorFlow's sparse gradient of an embedding
+  table.
 * ``clip``: TensorFlow's clipping functions.
 * ``summary``: gradient statistics for logging.
 * ``diagnostics``: why a gradient is ``None``, traced to the lines that cut it.
@@ -49,6 +51,7 @@ from funcgrad.gradients import value_and_gradients
 from funcgrad.higher_order import hessians
 from funcgrad.higher_order import hvp
 from funcgrad.higher_order import nth_derivative
+from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.overrides import Op
 from funcgrad.overrides import RegisterGradient
 from funcgrad.overrides import UnusedOverrideWarning
@@ -70,6 +73,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "Cut",
     "GradientSummary",
+    "IndexedSlices",
     "Op",
     "PyFuncError",
     "RegisterGradient",
