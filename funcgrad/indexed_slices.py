@@ -22,7 +22,7 @@ _CALL = "fg.IndexedSlices(values, indices, dense_shape)"
 
 @jax.tree_util.register_pytree_node_class
 class IndexedSlices:
-    """TensorFlow's ``tf.IndexedSlices``: the rows ``values`` of a ``dense_shape`` array at rows ``indices``.
+    """TensorFlow's ``tf.IndexedSlices``: rows ``values`` of a ``dense_shape`` array at ``indices``.
 
     The gradient of a table that a loss reads only through gathers of whole rows
     (``jnp.take(E, ids, axis=0)``, ``E[ids]``, an embedding layer): one row of
@@ -150,8 +150,7 @@ def _as_array(name: str, value: Any) -> Any:
     if isinstance(value, list | tuple | int | float):
         return jnp.asarray(value)
     raise TypeError(
-        f"{_CALL}: {name} must be an array, got {type(value).__name__}; pass a JAX or "
-        "NumPy array."
+        f"{_CALL}: {name} must be an array, got {type(value).__name__}; pass a JAX or NumPy array."
     )
 
 
