@@ -9,11 +9,15 @@ passes the gradient on the closed interval ``[lo, hi]`` and ``clip_by_norm`` at
 ``norm == clip_norm`` differentiates as in TensorFlow.  Arguments known when a function
 is called (Python numbers, NumPy arrays) are checked then; traced values cannot raise and
 follow TensorFlow's formula as they are.
+``clip_by_norm``, ``global_norm`` and ``clip_by_global_norm`` take an
+``fg.IndexedSlices`` as TensorFlow's do: the norm of its ``values`` (duplicate rows
+included, so not the norm of its dense array), and the result keeps its indices.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +26,7 @@ import numpy as np
 from funcgrad._core import tf_gradients
 from funcgrad._types import ArrayLike
 from funcgrad._types import is_array
+from funcgrad.indexed_slices import IndexedSlices
 
 __all__ = [
     "clip_by_average_norm",
@@ -46,6 +51,18 @@ def _array(caller: str, name: str, value: ArrayLike) -> jax.Array:
             "e.g. 1.0, not strings or containers."
         )
     return jnp.asarray(value)
+
+
+def _values(t: Any) -> Any:
+    """An ``IndexedSlices``' values (what TensorFlow's clipping reads), else ``t``."""
+    return t.values if isinstance(t, IndexedSlices) else t
+
+
+def _like(t: Any, values: jax.Array) -> Any:
+    """``values`` in ``t``'s form: an ``IndexedSlices`` with ``t``'s indices, or as is."""
+    return (
+        IndexedSlices(values, t.indices, t.dense_shape) if isinstance(t, IndexedSlices) else values
+    )
 
 
 def _floating(caller: str, name: str, t: ArrayLike) -> jax.Array:
@@ -74,7 +91,9 @@ def _clip_norm(caller: str, clip_norm: ArrayLike, dtype: jnp.dtype) -> jax.Array
     return jnp.asarray(clip_norm).astype(dtype)
 
 
-def _t_list(caller: str, t_list: Sequence[ArrayLike | None]) -> list[jax.Array | None]:
+def _t_list(
+    caller: str, t_list: Sequence[ArrayLike | IndexedSlices | None]
+) -> list[jax.Array | None]:
     """The entries of ``t_list`` as arrays (``None`` kept), all of one floating dtype."""
     if not isinstance(t_list, list | tuple):
         raise TypeError(
@@ -82,7 +101,8 @@ def _t_list(caller: str, t_list: Sequence[ArrayLike | None]) -> list[jax.Array |
             f"{type(t_list).__name__}; for a pytree pass jax.tree.leaves(tree)."
         )
     values = [
-        None if t is None else _array(caller, f"t_list[{i}]", t) for i, t in enumerate(t_list)
+        None if t is None else _array(caller, f"t_list[{i}]", _values(t))
+        for i, t in enumerate(t_list)
     ]
     dtypes = {f"t_list[{i}]": v.dtype for i, v in enumerate(values) if v is not None}
     bad = {k: str(d) for k, d in dtypes.items() if not jnp.issubdtype(d, jnp.floating)}
@@ -163,8 +183,8 @@ def _bound(caller: str, name: str, bound: ArrayLike, t: jax.Array) -> ArrayLike:
 
 
 def clip_by_norm(
-    t: ArrayLike, clip_norm: ArrayLike, axes: int | Sequence[int] | None = None
-) -> jax.Array:
+    t: ArrayLike | IndexedSlices, clip_norm: ArrayLike, axes: int | Sequence[int] | None = None
+) -> Any:
     """Scale ``t`` down so that its L2 norm is at most ``clip_norm`` (``tf.clip_by_norm``).
 
     TensorFlow's formula: ``t * clip_norm / maximum(l2norm(t), clip_norm)``, where the norm
@@ -173,13 +193,16 @@ def clip_by_norm(
     output NaN, an ``inf`` entry becomes NaN and the others zero, as in TensorFlow.
 
     Args:
-      t: a floating array.
+      t: a floating array, or an ``fg.IndexedSlices``: its ``values`` are clipped (the
+        norm of the values, duplicate rows included; ``axes`` are axes of ``values``),
+        as TensorFlow does.
       clip_norm: the largest norm allowed, a scalar; a traced negative one counts as zero,
         as in TensorFlow.
       axes: an axis or a sequence of axes to take the norm over; ``None`` for all.
 
     Returns:
-      The clipped array, with ``t``'s shape and dtype.
+      The clipped array, with ``t``'s shape and dtype (an ``IndexedSlices`` with ``t``'s
+      indices for an ``IndexedSlices``).
 
     Raises:
       TypeError: if ``t`` is not floating, or ``axes`` holds something else than ints.
@@ -193,12 +216,12 @@ def clip_by_norm(
       [[0.6, 0.8], [0.3, 0.4]]
     """
     caller = "fg.clip_by_norm(t, clip_norm, axes)"
-    t = _floating(caller, "t", t)
-    clip_norm = _maximum(_clip_norm(caller, clip_norm, t.dtype), jnp.zeros((), t.dtype))
-    l2sum = jnp.sum(t * t, axis=_axes(caller, axes, t.ndim), keepdims=True)
+    x = _floating(caller, "t", _values(t))
+    clip_norm = _maximum(_clip_norm(caller, clip_norm, x.dtype), jnp.zeros((), x.dtype))
+    l2sum = jnp.sum(x * x, axis=_axes(caller, axes, x.ndim), keepdims=True)
     positive = l2sum > 0
     l2norm = jnp.where(positive, jnp.sqrt(jnp.where(positive, l2sum, 1)), l2sum)
-    return t * clip_norm / _maximum(l2norm, clip_norm)
+    return _like(t, x * clip_norm / _maximum(l2norm, clip_norm))
 
 
 def _axes(caller: str, axes: int | Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
@@ -215,7 +238,7 @@ def _axes(caller: str, axes: int | Sequence[int] | None, ndim: int) -> tuple[int
     return tuple(int(a) % ndim for a in listed)
 
 
-def global_norm(t_list: Sequence[ArrayLike | None]) -> jax.Array:
+def global_norm(t_list: Sequence[ArrayLike | IndexedSlices | None]) -> jax.Array:
     """The L2 norm of all entries of ``t_list`` together (``tf.linalg.global_norm``).
 
     ``sqrt(sum(l2norm(t) ** 2 for t in t_list))``, computed as TensorFlow does (twice the
@@ -224,7 +247,9 @@ def global_norm(t_list: Sequence[ArrayLike | None]) -> jax.Array:
     TensorFlow.
 
     Args:
-      t_list: a list or tuple of floating arrays of one dtype, or ``None``.
+      t_list: a list or tuple of floating arrays of one dtype, ``fg.IndexedSlices``
+        (the norm of their ``values``, duplicate rows included, as in TensorFlow) or
+        ``None``.
 
     Returns:
       A scalar of the entries' dtype (``float32`` when there is none).
@@ -245,10 +270,10 @@ def global_norm(t_list: Sequence[ArrayLike | None]) -> jax.Array:
 
 
 def clip_by_global_norm(
-    t_list: Sequence[ArrayLike | None],
+    t_list: Sequence[ArrayLike | IndexedSlices | None],
     clip_norm: ArrayLike,
     use_norm: ArrayLike | None = None,
-) -> tuple[list[jax.Array | None], jax.Array]:
+) -> tuple[list[Any], jax.Array]:
     """Scale every entry by one factor so that their global norm is at most ``clip_norm``.
 
     ``tf.clip_by_global_norm``: each entry becomes
@@ -258,7 +283,9 @@ def clip_by_global_norm(
     signal that something went wrong).
 
     Args:
-      t_list: a list or tuple of floating arrays of one dtype, or ``None``.
+      t_list: a list or tuple of floating arrays of one dtype, ``fg.IndexedSlices``
+        (their ``values`` count and are scaled, their indices kept, as in TensorFlow)
+        or ``None``.
       clip_norm: the largest global norm allowed, a scalar.
       use_norm: the global norm to use instead of computing it (a scalar).
 
@@ -290,7 +317,11 @@ def clip_by_global_norm(
         )
     clip_norm = _clip_norm(caller, clip_norm, norm.dtype)
     scale = clip_norm * _minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
-    return [None if v is None else v * scale.astype(v.dtype) for v in values], norm
+    clipped = [
+        None if v is None else _like(t, v * scale.astype(v.dtype))
+        for t, v in zip(t_list, values, strict=True)
+    ]
+    return clipped, norm
 
 
 def clip_by_average_norm(t: ArrayLike, clip_norm: ArrayLike) -> jax.Array:

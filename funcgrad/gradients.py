@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from funcgrad._core import connectivity as _connectivity
 from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import sparse_reads as _sparse_reads
 from funcgrad._core import taps as _taps
 from funcgrad._types import Cotangent
 from funcgrad._types import PyTree
@@ -105,6 +106,7 @@ class _Options(TypedDict, total=False):
     unconnected_gradients: str
     stop_gradients: str | Sequence[str]
     has_aux: bool
+    indexed_slices: bool
 
 
 def _gradients(
@@ -116,16 +118,23 @@ def _gradients(
     unconnected_gradients: str = "none",
     stop_gradients: str | Sequence[str] = (),
     has_aux: bool = False,
+    indexed_slices: bool = False,
 ) -> tuple[_differentiate.Result, Any]:
     _check_callable(caller, f)
     mode = _differentiate.unconnected_mode(caller, unconnected_gradients)
     stop = _taps.as_names(caller, "stop_gradients", stop_gradients)
-    multi, _, leaves, tree = _differentiate.flatten_inputs(caller, xs)
+    multi, args, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     frame = _taps.Frame(caller, stop=frozenset(stop))
     fun = _taps.bound(f, tree, frame)
     wrt = [_connectivity.is_differentiable(x.dtype) for x in leaves]
-    result = _differentiate.differentiate(caller, fun, leaves, wrt, grad_ys, has_aux)
+    result = _differentiate.differentiate(
+        caller, fun, leaves, wrt, grad_ys, has_aux, indexed_slices
+    )
     _taps.check_names(frame, stop, "stop_gradients")
+    if indexed_slices:
+        paths = jax.tree_util.tree_flatten_with_path(args if multi else xs)[0]
+        names = [f"xs{jax.tree_util.keystr(p)}" for p, _ in paths]
+        _sparse_reads.check_all_ids(caller, result.grads, names)
     grads = jax.tree.unflatten(tree, _differentiate.fill(result.grads, leaves, mode))
     return result, list(grads) if multi else grads[0]
 
@@ -146,6 +155,7 @@ def gradients(
     unconnected_gradients: str = "none",
     stop_gradients: str | Sequence[str] = (),
     has_aux: bool = False,
+    indexed_slices: bool = False,
 ) -> Any:
     """The gradient of the sum of ``f``'s outputs with respect to ``xs`` (``tf.gradients``).
 
@@ -169,13 +179,20 @@ def gradients(
         gradient is the partial derivative, as ``tf.gradients(a * a + 2 * a, a,
         stop_gradients=[a])`` is).
       has_aux: ``f`` returns ``(ys, aux)``; the result is then ``(grads, aux)``.
+      indexed_slices: give a leaf of ``xs`` that ``f`` reads only through gathers of
+        whole rows (``jnp.take(E, ids, axis=0)``, ``E[ids]``, an embedding layer) an
+        ``fg.IndexedSlices``, where ``tf.gradients`` gives one: one row per gathered
+        id, duplicates kept, several lookups concatenated.  Default ``False``: dense
+        gradients, as ``jax.grad`` gives.  (See the "Embeddings and sparse gradients"
+        page.)
 
     Returns:
       The gradients (a list when ``xs`` is a list or tuple), or ``(grads, aux)``.
 
     Raises:
-      ValueError: ``xs`` is empty, ``grad_ys`` does not match the outputs, or
-        ``unconnected_gradients`` is not ``"none"`` or ``"zero"``.
+      ValueError: ``xs`` is empty, ``grad_ys`` does not match the outputs,
+        ``unconnected_gradients`` is not ``"none"`` or ``"zero"``, or (with
+        ``indexed_slices``, outside ``jax.jit``) a gathered id lies outside its table.
       TypeError: ``f`` is not callable, or a leaf of ``xs`` or of ``f``'s outputs is
         not an array (``f`` returning ``None`` included).
       KeyError: ``stop_gradients`` names a tap ``f`` does not have.
@@ -186,6 +203,11 @@ def gradients(
       [Array(5., dtype=float32), Array(1., dtype=float32)]
       >>> fg.gradients(lambda a, b: 2.0 * a, [a, b], unconnected_gradients="zero")
       [Array(2., dtype=float32), Array(0., dtype=float32)]
+      >>> table = jnp.ones((5, 2))
+      >>> g = fg.gradients(lambda t: (3.0 * t[jnp.array([4, 1, 4])]).sum(), table,
+      ...                  indexed_slices=True)
+      >>> g.indices.tolist(), g.values.tolist(), g.dense_shape
+      ([4, 1, 4], [[3.0, 3.0], [3.0, 3.0], [3.0, 3.0]], (5, 2))
     """
     result, grads = _gradients(
         "fg.gradients(f, xs)",
@@ -195,6 +217,7 @@ def gradients(
         unconnected_gradients=unconnected_gradients,
         stop_gradients=stop_gradients,
         has_aux=has_aux,
+        indexed_slices=indexed_slices,
     )
     return (grads, result.aux) if has_aux else grads
 
@@ -205,7 +228,8 @@ def value_and_gradients(
     """``f``'s outputs and ``gradients(f, xs, ...)``, from one evaluation of ``f``.
 
     Takes the same arguments as :func:`gradients`: ``f``, ``xs``, ``grad_ys`` and the
-    keyword options ``unconnected_gradients``, ``stop_gradients`` and ``has_aux``.
+    keyword options ``unconnected_gradients``, ``stop_gradients``, ``has_aux`` and
+    ``indexed_slices``.
 
     Returns:
       ``(ys, grads)``; with ``has_aux=True``, ``((ys, aux), grads)`` as

@@ -95,7 +95,8 @@ class IndexedSlices:
         """The dense array: zeros of ``dense_shape`` with each row of ``values`` added at its index.
 
         TensorFlow's ``tf.convert_to_tensor(s)`` (an unsorted segment sum: duplicate
-        indices summed).  An index outside ``[0, dense_shape[0])`` adds nothing.
+        indices summed).  An index outside ``[0, dense_shape[0])`` adds nothing (a negative
+        one included: it does not count from the end).
 
         Returns:
           An array of shape ``dense_shape`` and the dtype of ``values``.
@@ -105,8 +106,11 @@ class IndexedSlices:
           >>> s.to_dense().tolist()
           [4.0, 0.0, 2.0, 0.0]
         """
+        rows = self.dense_shape[0]
+        # JAX wraps a negative index as NumPy does; TensorFlow's ids have no such form.
+        ids = jnp.where(self.indices < 0, rows, self.indices)
         zeros = jnp.zeros(self.dense_shape, self.values.dtype)
-        return zeros.at[self.indices].add(self.values, mode="drop")
+        return zeros.at[ids].add(self.values, mode="drop")
 
     def __jax_array__(self) -> jax.Array:
         return self.to_dense()
@@ -126,16 +130,16 @@ class IndexedSlices:
         return IndexedSlices(self.values / _scalar("/", other), self.indices, self.dense_shape)
 
     def __add__(self, other: Any) -> Any:
-        raise TypeError(
-            f"IndexedSlices + {type(other).__name__}: TensorFlow's IndexedSlices has no +; "
-            "add the dense arrays (s.to_dense() + t.to_dense()), or keep it sparse by "
-            "concatenating values and indices into one fg.IndexedSlices (as tf.gradients "
-            "does for two lookups of one table)."
-        )
+        raise _no_arithmetic("+", other)
 
-    __radd__ = __add__
-    __sub__ = __add__
-    __rsub__ = __add__
+    def __radd__(self, other: Any) -> Any:
+        raise _no_arithmetic("+", other)
+
+    def __sub__(self, other: Any) -> Any:
+        raise _no_arithmetic("-", other)
+
+    def __rsub__(self, other: Any) -> Any:
+        raise _no_arithmetic("-", other)
 
     def __repr__(self) -> str:
         return (
@@ -192,6 +196,15 @@ def _check_fit(values: Any, indices: Any, dense_shape: tuple[int, ...]) -> None:
             f"{_CALL}: {'; '.join(problems)}; give one row of values per index, each "
             "shaped like a row of the dense array."
         )
+
+
+def _no_arithmetic(op: str, other: Any) -> TypeError:
+    return TypeError(
+        f"IndexedSlices {op} {type(other).__name__}: TensorFlow's IndexedSlices has no "
+        f"{op}; use the dense arrays (s.to_dense() {op} t.to_dense()), or keep a sum of "
+        "two IndexedSlices of one table sparse by concatenating their values and indices "
+        "into one fg.IndexedSlices, as tf.gradients does for two lookups of one table."
+    )
 
 
 def _scalar(op: str, other: Any) -> Any:

@@ -22,6 +22,7 @@ import numpy as np
 
 from funcgrad import _checks
 from funcgrad._types import Cotangent
+from funcgrad.indexed_slices import IndexedSlices
 
 __all__ = ["GradientSummary", "SummaryWriter", "gradient_summary", "write_gradient_summary"]
 
@@ -99,8 +100,9 @@ def gradient_summary(
 
     Args:
       grads_and_vars: ``(gradient, variable)`` pairs, as ``compute_gradients`` returns
-        them; a gradient is a real floating-point array or ``None``.  Only the
-        gradients are read.
+        them; a gradient is a real floating-point array, an ``fg.IndexedSlices`` (its
+        ``values`` are summarised, duplicate rows included, as TensorFlow's summaries
+        of an embedding gradient do) or ``None``.  Only the gradients are read.
       bins: the number of histogram bins, a positive int.
 
     Returns:
@@ -258,6 +260,8 @@ def _checked_gradient(i: int, pair: Any) -> jax.Array | None:
     grad = pair[0]
     if grad is None:
         return None
+    if isinstance(grad, IndexedSlices):  # TensorFlow summarises the values
+        grad = grad.values
     dtype = getattr(grad, "dtype", None)
     if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(

@@ -37,6 +37,7 @@ from funcgrad._core import backward as _backward
 from funcgrad._core import connectivity as _connectivity
 from funcgrad._core import host_errors as _host_errors
 from funcgrad._core import rewrite as _rewrite
+from funcgrad._core import sparse_reads as _sparse_reads
 from funcgrad._types import PyTree
 from funcgrad._types import UnconnectedGradients
 from funcgrad._types import is_array
@@ -195,29 +196,41 @@ def differentiate(
     wrt: list[bool],
     grad_ys: PyTree,
     has_aux: bool,
+    indexed_slices: bool = False,
 ) -> Result:
     """The vector-Jacobian product of ``fun`` at ``primals`` over its connected inputs.
 
     ``fun(*primals)`` returns ``ys`` (or ``(ys, aux)``).  It is traced once to a jaxpr
     (:func:`trace`); that jaxpr is analysed for connectivity and then evaluated under
-    ``jax.vjp`` with only the connected primals flagged in ``wrt`` as variables.
-    Evaluated eagerly, a ``py_func`` that raises reaches the caller as its own
-    ``fg.PyFuncError``.
+    ``jax.vjp`` with only the connected primals flagged in ``wrt`` as variables.  With
+    ``indexed_slices``, a variable read only through gathers of whole rows is no
+    variable: its reads' outputs are differentiated instead, and it gets an
+    ``IndexedSlices`` (``sparse_reads``).  Evaluated eagerly, a ``py_func`` that raises
+    reaches the caller as its own ``fg.PyFuncError``.
     """
     traced = trace(caller, fun, primals, grad_ys, has_aux)
     closed, differentiable, cts = traced.closed, traced.differentiable, traced.cotangents
     n_ys = len(differentiable)
     reach = _connectivity.connected_inputs(closed.jaxpr, traced.outputs)
     variables = [i for i, (r, w) in enumerate(zip(reach, wrt, strict=True)) if r and w]
-    evaluate = _evaluator(closed)
+    sparse = _sparse_reads.find(closed, variables if indexed_slices else [])
+    dense = [i for i in variables if i not in sparse.tables]
+    inputs = [primals[i] for i in dense] + [jnp.zeros(r.shape, r.dtype) for r in sparse.reads]
+    emit = _emitter(closed)
 
-    def on_variables(*values: jax.Array) -> tuple[list[jax.Array], list[jax.Array]]:
-        outs = evaluate(*replace_at(primals, variables, values))
-        return [o for o, d in zip(outs, differentiable, strict=False) if d], outs
+    def run(*values: jax.Array) -> tuple[list[jax.Array], tuple[list[Any], list[Any]]]:
+        args = replace_at(primals, dense, values[: len(dense)])
+        outs, ids = sparse.evaluate(args, values[len(dense) :], emit)
+        return [o for o, d in zip(outs, differentiable, strict=False) if d], (outs, ids)
+
+    live = _live_inputs(run, inputs, len(dense))
+
+    def on_live(*values: jax.Array) -> tuple[list[jax.Array], tuple[list[Any], list[Any]]]:
+        return run(*replace_at(inputs, live, values))
 
     grads: list[Any] = [None] * len(primals)
-    if variables:
-        ys, vjp_fn, outs = jax.vjp(on_variables, *(primals[i] for i in variables), has_aux=True)
+    if live:
+        ys, vjp_fn, (outs, ids) = jax.vjp(on_live, *(inputs[i] for i in live), has_aux=True)
         # Ones are made like each output, so that inside shard_map they vary as it does.
         cts = [
             jnp.ones_like(y) if c is None else c
@@ -225,9 +238,14 @@ def differentiate(
                 ys, [c for c, d in zip(cts, differentiable, strict=True) if d], strict=True
             )
         ]
-        grads = replace_at(grads, variables, _backward.backward(vjp_fn, cts))
+        got = _backward.backward(vjp_fn, cts)
+        grads = replace_at(grads, dense, got[: len(dense)])
+        n = len(dense)
+        reads = {i - n: g for i, g in zip(live[n:], got[n:], strict=True)}
+        for t, g in sparse.slices(primals, ids, reads).items():
+            grads[t] = g
     else:
-        outs = evaluate(*primals)
+        outs, _ = run(*inputs)[1]
     return Result(
         ys=jax.tree.unflatten(traced.ys_tree, outs[:n_ys]),
         aux=jax.tree.unflatten(traced.aux_tree, outs[n_ys:]),
@@ -235,12 +253,21 @@ def differentiate(
     )
 
 
-def _evaluator(closed: core.ClosedJaxpr) -> Callable[..., list[Any]]:
-    """``closed`` as a function; equations that are cuts get their inputs held constant."""
+def _live_inputs(run: Callable[..., Any], inputs: list[Any], n_dense: int) -> list[int]:
+    """The inputs to differentiate: every dense variable, and each read's perturbation
+    that reaches the differentiated outputs (traced once more, only when there is one)."""
+    if len(inputs) == n_dense:
+        return list(range(n_dense))
+    closed, shape = jax.make_jaxpr(run, return_shape=True)(*inputs)
+    outputs = [True] * len(shape[0]) + [False] * (len(closed.jaxpr.outvars) - len(shape[0]))
+    reach = _connectivity.connected_inputs(closed.jaxpr, outputs)
+    return [i for i, r in enumerate(reach) if i < n_dense or r]
+
+
+def _emitter(closed: core.ClosedJaxpr) -> _sparse_reads.Emit:
+    """How each equation of ``closed`` is re-emitted: cuts get their inputs held constant."""
     rewriter = _rewrite.Rewriter(_connectivity.is_cut, _hold_inputs)
-    if not rewriter.reaches(closed.jaxpr):
-        return core.jaxpr_as_fun(closed)
-    return rewriter.closed(closed)
+    return rewriter.equation if rewriter.reaches(closed.jaxpr) else _rewrite.bind_equation
 
 
 def _hold_inputs(eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:

@@ -156,7 +156,7 @@ class Rewriter:
 
     def evaluate(self, jaxpr: core.Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
         """The outputs of ``jaxpr`` at ``args``, rewritten."""
-        return evaluate(jaxpr, consts, args, self._equation)
+        return evaluate(jaxpr, consts, args, self.equation)
 
     def closed(self, closed: core.ClosedJaxpr) -> Callable[..., list[Any]]:
         """``closed`` as a function of its inputs, rewritten."""
@@ -180,7 +180,7 @@ class Rewriter:
             return _follow_closed_call
         return _FOLLOW.get(eqn.primitive.name)
 
-    def _equation(self, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
+    def equation(self, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
         if self.matches(eqn):
             return self.replace(eqn, invals)
         follow = self._follower(eqn)

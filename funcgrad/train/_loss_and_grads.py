@@ -23,6 +23,11 @@ What it differentiates: the selected variables only (``funcgrad.train._variables
 variable left out by ``var_list`` — is put back into ``params`` as a constant, so it
 never reaches the differentiation, and its gradient is ``None``.  ``None`` also comes
 back for a selected variable the loss does not reach (``fg.value_and_gradients``' rule).
+
+What ``compute_gradients`` gets: with ``indexed_slices``, a variable the loss reads only
+through gathers of whole rows has an ``fg.IndexedSlices`` gradient, as ``tf.gradients``
+gives (``funcgrad._core.sparse_reads``); a concrete id outside its table is an error that
+names the variable.  The scale helpers stay dense.
 """
 
 from __future__ import annotations
@@ -35,13 +40,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from funcgrad._core.connectivity import is_differentiable
+from funcgrad._core.differentiate import differentiate
+from funcgrad._core.sparse_reads import check_all_ids
+from funcgrad._core.taps import Frame
+from funcgrad._core.taps import bound
 from funcgrad._types import PyTree
 from funcgrad._types import is_array
 from funcgrad._types import non_arrays
 from funcgrad._types import replace_at
 from funcgrad.diagnostics import explain_unconnected
 from funcgrad.diagnostics import format_unconnected
-from funcgrad.gradients import value_and_gradients
 from funcgrad.train import _var_list
 from funcgrad.train._var_list import VarList
 from funcgrad.train._variables import Flat
@@ -74,6 +83,8 @@ class LossCall(NamedTuple):
     var_list: Any
     grad_loss: Any
     has_aux: bool
+    #: ``compute_gradients`` asks for ``fg.IndexedSlices`` where ``tf.gradients`` gives them.
+    indexed_slices: bool = False
 
 
 def describe(value: Any) -> str:
@@ -168,6 +179,7 @@ def value_and_grads(
     has_aux: bool = False,
     grad_loss: Any = None,
     fix: str = HAS_AUX_FIX,
+    indexed_slices: bool = False,
 ) -> tuple[Any, list[Any], Callable[[], str]]:
     """``loss_fn(params, *args, **kwargs)`` and one gradient per variable of ``flat``.
 
@@ -176,18 +188,28 @@ def value_and_grads(
     ``((loss, aux), grads, why)``; ``why()`` says where the paths from each selected
     variable to the loss are cut, as one line (``fg.format_unconnected``), for
     TensorFlow's "No gradients provided" error — traced only if called.  ``fix`` is the
-    next step named when the loss is a container.
+    next step named when the loss is a container.  With ``indexed_slices``, a variable
+    read only through gathers of whole rows gets an ``fg.IndexedSlices`` (as
+    ``tf.gradients`` gives), and a concrete id outside its table is an error naming it.
     """
     chosen = [i for i, s in zip(flat.at, selected, strict=True) if s]
     values = [flat.leaves[i] for i in chosen]
     args_kwargs = (args, kwargs)
     loss_of = _loss_of(caller, loss_fn, flat, chosen, args_kwargs, has_aux, grad_loss, fix)
-    out, grads = value_and_gradients(loss_of, values, grad_ys=grad_loss, has_aux=has_aux)
+    leaves = [jnp.asarray(v) for v in values]
+    wrt = [is_differentiable(v.dtype) for v in leaves]
+    # Taps in loss_fn belong to this call, as inside fg.value_and_gradients.
+    fun = bound(loss_of, jax.tree.structure(tuple(leaves)), Frame(caller))
+    result = differentiate(caller, fun, leaves, wrt, grad_loss, has_aux, indexed_slices)
+    out = (result.ys, result.aux) if has_aux else result.ys
+    grads = result.grads
+    names = [n for n, s in zip(variable_names(flat.params), selected, strict=True) if s]
+    if indexed_slices:
+        check_all_ids(caller, grads, names)
 
     def why() -> str:
         loss_only = (lambda *v: loss_of(*v)[0]) if has_aux else loss_of
         explained = explain_unconnected(loss_only, values, grad_ys=grad_loss)
-        names = [n for n, s in zip(variable_names(flat.params), selected, strict=True) if s]
         return format_unconnected(explained, names)
 
     it = iter(grads)

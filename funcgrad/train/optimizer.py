@@ -156,6 +156,8 @@ class Optimizer:
         (as ``fg.gradients`` decides) or that ``var_list`` leaves out; left-out
         variables and leaves that are not variables are not differentiated at all.
         A non-scalar loss is differentiated as its sum, as ``tf.gradients`` does.
+        A variable the loss reads only through gathers of whole rows (an embedding
+        table) gets an ``fg.IndexedSlices``, where ``tf.gradients`` gives one.
 
         ``loss_fn`` and ``params`` are positional-only, so a keyword argument of
         either name goes to ``loss_fn`` like any other.
@@ -180,7 +182,8 @@ class Optimizer:
         Raises:
           ValueError: ``var_list`` names an unknown variable (the message lists the
             valid names) or selects no variable; ``loss_fn`` returns a tuple, list or
-            dict without ``has_aux=True``; ``grad_loss`` does not match the loss.
+            dict without ``has_aux=True``; ``grad_loss`` does not match the loss; a
+            gathered id lies outside its table (checked outside ``jax.jit``).
           TypeError: ``params`` is a ``TrainState``; a TensorFlow-only keyword such as
             ``global_step=`` that ``loss_fn`` does not take.
 
@@ -197,7 +200,7 @@ class Optimizer:
         caller = self._caller("compute_gradients(loss_fn, params, *args)")
         call = "gvs = opt.compute_gradients(loss_fn, state.params, *args)"
         _habits.check_params(caller, params, call)
-        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux)
+        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux, indexed_slices=True)
         return self._pairs(caller, call, loss, params, None)
 
     def apply_gradients(
@@ -336,6 +339,7 @@ class Optimizer:
             selected,
             has_aux=loss.has_aux,
             grad_loss=loss.grad_loss,
+            indexed_slices=loss.indexed_slices,
         )
         return out, selected, self._unscaled(grads, state), why
 
