@@ -1,0 +1,289 @@
+"""Which variables get an IndexedSlices gradient (funcgrad._core.sparse_reads), and its numbers.
+
+The reference for the values is independent of the detection: ``jax.grad`` of the same
+loss written as a function of the gathered rows themselves; for the whole gradient,
+``jax.grad`` of the loss with respect to the table (the dense gradient TensorFlow's
+``tf.convert_to_tensor`` of the IndexedSlices equals).
+"""
+
+import chex
+import equinox as eqx
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import funcgrad as fg
+
+V, D = 7, 3
+TABLE = jnp.asarray(np.random.default_rng(0).normal(size=(V, D)), jnp.float32)
+W = jnp.asarray(np.random.default_rng(1).normal(size=(D, 2)), jnp.float32)
+IDS = jnp.array([4, 1, 4, 6], jnp.int32)
+
+
+def head(rows, w):
+    """The rest of the model: a dense layer and a smooth loss."""
+    return jnp.sum(jnp.tanh(rows @ w) ** 2)
+
+
+def rows_gradient(ids, w=W):
+    """The cotangent of each gathered row, from the loss as a function of the rows."""
+    return jax.grad(head)(TABLE[ids], w)
+
+
+def sparse_gradients(loss, *xs):
+    return fg.gradients(loss, list(xs), indexed_slices=True)
+
+
+def assert_slices(g, indices, values, dense_reference):
+    assert isinstance(g, fg.IndexedSlices)
+    assert g.dense_shape == TABLE.shape
+    np.testing.assert_array_equal(g.indices, indices)
+    np.testing.assert_allclose(g.values, values, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.to_dense(), dense_reference, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0), id="take"),
+        pytest.param(lambda e, ids: e[ids], id="getitem"),
+        pytest.param(lambda e, ids: e.at[ids].get(), id="at_get"),
+        pytest.param(
+            lambda e, ids: lax.gather(
+                e,
+                ids[:, None],
+                lax.GatherDimensionNumbers(
+                    offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,)
+                ),
+                slice_sizes=(1, D),
+                mode=lax.GatherScatterMode.CLIP,
+            ),
+            id="lax_gather",
+        ),
+        pytest.param(lambda e, ids: jax.vmap(lambda i: e[i])(ids), id="vmapped_getitem"),
+    ],
+)
+def test_row_lookups_give_indexed_slices(lookup, variant):
+    def loss(e, w):
+        return head(lookup(e, IDS), w)
+
+    g_table, g_w = variant(lambda e, w: sparse_gradients(loss, e, w))(TABLE, W)
+    dense = jax.grad(loss)(TABLE, W)
+    assert_slices(g_table, IDS, rows_gradient(IDS), dense)
+    np.testing.assert_allclose(g_w, jax.grad(loss, argnums=1)(TABLE, W), rtol=1e-5, atol=1e-6)
+
+
+def test_duplicates_are_kept_as_rows():
+    g = sparse_gradients(lambda e: jnp.sum(e[jnp.array([2, 2, 2])] ** 2), TABLE)[0]
+    assert g.values.shape == (3, D)
+    np.testing.assert_allclose(
+        g.values, np.tile(2 * np.asarray(TABLE[2]), (3, 1)), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_ids_of_any_shape_are_flattened_row_major():
+    ids = jnp.array([[0, 5], [5, 3]])
+
+    def loss(e):
+        return head(e[ids].reshape(4, D), W)
+
+    g = sparse_gradients(loss, TABLE)[0]
+    assert_slices(g, [0, 5, 5, 3], rows_gradient(ids.reshape(-1)), jax.grad(loss)(TABLE))
+
+
+def test_a_traced_scalar_id_reads_one_row(variant):
+    def loss(e, i):
+        return jnp.sum(jnp.sin(e[i]))
+
+    g = variant(lambda e, i: fg.gradients(lambda e: loss(e, i), e, indexed_slices=True))(
+        TABLE, jnp.int32(5)
+    )
+    assert_slices(g, [5], jnp.cos(TABLE[5])[None], jax.grad(loss)(TABLE, 5))
+
+
+def test_two_lookups_of_one_table_are_concatenated_in_lookup_order():
+    first, second = jnp.array([3, 0]), jnp.array([0, 6, 6])
+
+    def loss(e):
+        return jnp.sum(e[first] ** 3) + head(jnp.take(e, second, axis=0), W)
+
+    g = sparse_gradients(loss, TABLE)[0]
+    values = jnp.concatenate([3 * TABLE[first] ** 2, rows_gradient(second)])
+    assert_slices(g, [3, 0, 0, 6, 6], values, jax.grad(loss)(TABLE))
+
+
+def test_flax_embed_gives_indexed_slices():
+    model = nn.Embed(V, D)
+    params = model.init(jax.random.key(0), IDS)
+
+    def loss(p):
+        return head(model.apply(p, IDS), W)
+
+    g = sparse_gradients(loss, params)[0]["params"]["embedding"]
+    table = params["params"]["embedding"]
+    dense = jax.grad(loss)(params)["params"]["embedding"]
+    assert isinstance(g, fg.IndexedSlices)
+    np.testing.assert_array_equal(g.indices, IDS)
+    np.testing.assert_allclose(g.values, jax.grad(head)(table[IDS], W), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.to_dense(), dense, rtol=1e-5, atol=1e-6)
+
+
+def test_equinox_embedding_gives_indexed_slices():
+    layer = eqx.nn.Embedding(V, D, key=jax.random.key(0))
+
+    def loss(weight):
+        return head(jax.vmap(eqx.tree_at(lambda m: m.weight, layer, weight))(IDS), W)
+
+    g = sparse_gradients(loss, layer.weight)[0]
+    assert isinstance(g, fg.IndexedSlices)
+    np.testing.assert_array_equal(g.indices, IDS)
+    np.testing.assert_allclose(g.values, jax.grad(head)(layer.weight[IDS], W), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.to_dense(), jax.grad(loss)(layer.weight), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        pytest.param(lambda e: head(e[IDS], W) + jnp.sum(e @ W), id="gather_and_matmul"),
+        pytest.param(lambda e: head(e[IDS], W) + jnp.sum(e), id="gather_and_sum"),
+        pytest.param(lambda e: jnp.sum(jnp.take(e, jnp.array([0, 2]), axis=1) ** 2), id="columns"),
+        pytest.param(lambda e: jnp.sum(e[3] ** 2), id="static_row"),
+        pytest.param(lambda e: head(e.astype(jnp.bfloat16)[IDS].astype(e.dtype), W), id="cast"),
+        pytest.param(
+            lambda e: lax.scan(lambda c, i: (c + jnp.sum(e[i] ** 2), None), 0.0, IDS)[0],
+            id="inside_scan",
+        ),
+    ],
+)
+def test_any_other_read_gives_a_dense_gradient(loss):
+    g = sparse_gradients(loss, TABLE)[0]
+    assert isinstance(g, jax.Array)
+    np.testing.assert_allclose(g, jax.grad(loss)(TABLE), rtol=1e-5, atol=1e-6)
+
+
+def test_dense_by_default():
+    g = fg.gradients(lambda e: head(e[IDS], W), TABLE)
+    assert isinstance(g, jax.Array)
+    assert g.shape == TABLE.shape
+
+
+def test_a_read_that_does_not_reach_the_loss_adds_no_rows():
+    def loss(e):
+        return head(e[IDS], W) + jnp.sum(lax.stop_gradient(e[jnp.array([0])]))
+
+    g = sparse_gradients(loss, TABLE)[0]
+    assert_slices(g, IDS, rows_gradient(IDS), jax.grad(loss)(TABLE))
+
+
+def test_a_table_whose_reads_are_all_cut_gets_none():
+    g = sparse_gradients(lambda e, w: head(lax.stop_gradient(e[IDS]), w), TABLE, W)
+    assert g[0] is None
+
+
+def test_compute_gradients_gives_indexed_slices(variant):
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    params = {"embedding": TABLE, "w": W}
+
+    def loss(p, ids):
+        return head(p["embedding"][ids], p["w"])
+
+    step = variant(lambda p, ids: opt.compute_gradients(loss, p, ids))
+    (g_e, v_e), (g_w, _) = step(params, IDS)
+    assert_slices(g_e, IDS, rows_gradient(IDS), jax.grad(loss)(params, IDS)["embedding"])
+    np.testing.assert_allclose(g_w, jax.grad(loss)(params, IDS)["w"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(v_e, TABLE)
+
+
+def test_compute_gradients_traces_once_under_jit():
+    opt = fg.train.GradientDescentOptimizer(0.1)
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def step(params, ids):
+        return opt.compute_gradients(lambda p, i: head(p[0][i], p[1]), params, ids)
+
+    step((TABLE, W), IDS)
+    step((TABLE + 1, W), jnp.array([0, 0, 1, 2]))
+
+
+def test_compute_gradients_with_aux_and_grad_loss():
+    opt = fg.train.GradientDescentOptimizer(0.1)
+
+    def loss(e):
+        rows = e[IDS]
+        return jnp.sum(rows, axis=1), rows.shape
+
+    (gvs, aux) = opt.compute_gradients(
+        loss, TABLE, has_aux=True, grad_loss=jnp.array([1.0, 2.0, 3.0, 4.0])
+    )
+    g = gvs[0][0]
+    assert aux == (4, D)
+    np.testing.assert_array_equal(g.indices, IDS)
+    np.testing.assert_array_equal(g.values, np.repeat([[1.0], [2.0], [3.0], [4.0]], D, axis=1))
+
+
+def test_per_example_gradients_under_vmap():
+    def per_example(ids):
+        return fg.gradients(lambda e: head(e[ids], W), TABLE, indexed_slices=True)
+
+    batch = jnp.array([[0, 1], [2, 2], [6, 3]])
+    g = jax.vmap(per_example)(batch)
+    assert g.values.shape == (3, 2, D)
+    for b in range(3):
+        np.testing.assert_array_equal(g.indices[b], batch[b])
+        np.testing.assert_allclose(g.values[b], rows_gradient(batch[b]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("ids", "bad"), [pytest.param([1, 9], 9, id="too_large"), pytest.param([-8, 0], -1, id="neg")]
+)
+def test_an_id_outside_the_table_is_an_error_naming_it(ids, bad):
+    def loss(e):
+        return jnp.sum(e[jnp.array(ids)])
+
+    with pytest.raises(ValueError, match=rf"id {bad} gathers a row of xs\[0\], a table of 7 rows"):
+        fg.gradients(loss, [TABLE], indexed_slices=True)
+    opt = fg.train.AdamOptimizer(0.1)
+    with pytest.raises(
+        ValueError, match=r"compute_gradients.*gathers a row of emb.*keep every id in \[0, 7\)"
+    ):
+        opt.compute_gradients(lambda p: loss(p["emb"]), {"emb": TABLE})
+
+
+def test_an_id_outside_the_table_adds_nothing_under_jit():
+    g = jax.jit(
+        lambda e: fg.gradients(lambda e: jnp.sum(e[jnp.array([1, 9])]), e, indexed_slices=True)
+    )(TABLE)
+    np.testing.assert_array_equal(g.indices, [1, 9])
+    expected = np.zeros(TABLE.shape, np.float32)
+    expected[1] = 1.0
+    np.testing.assert_array_equal(g.to_dense(), expected)
+
+
+def test_the_compiled_step_builds_no_table_sized_array():
+    """The point of IndexedSlices: a (100000 x 8) table's gradient costs the batch."""
+    table = jnp.zeros((100_000, 8), jnp.float32)
+    w = jnp.ones((8, 1), jnp.float32)
+    ids = jnp.arange(512, dtype=jnp.int32) * 7
+    opt = fg.train.GradientDescentOptimizer(0.1)
+
+    def loss(p, ids):
+        return jnp.sum(jnp.tanh(p[0][ids] @ p[1]))
+
+    def gradient_bytes(sparse):
+        def grads(p, ids):
+            return (
+                [g for g, _ in opt.compute_gradients(loss, p, ids)]
+                if sparse
+                else jax.grad(loss)(p, ids)
+            )
+
+        memory = jax.jit(grads).lower((table, w), ids).compile().memory_analysis()
+        return memory.temp_size_in_bytes + memory.output_size_in_bytes
+
+    table_bytes = table.size * table.dtype.itemsize
+    assert gradient_bytes(sparse=False) >= table_bytes  # the dense gradient: a table
+    assert gradient_bytes(sparse=True) < table_bytes / 20
