@@ -362,3 +362,52 @@ def test_clip_by_average_norm_bad_clip_norm(clip_norm, error, match) -> None:
 def test_clip_by_average_norm_rejects_integers() -> None:
     with pytest.raises(TypeError, match=r"fg\.clip_by_average_norm.*floating dtype"):
         fg.clip_by_average_norm(jnp.arange(3), 1.0)
+
+
+# --- IndexedSlices: the norm of the values, duplicates included, indices kept ---------
+
+_ROWS = np.array([[3.0, 0.0], [3.0, 0.0], [1.0, 2.0]], np.float32)
+_IDS = np.array([1, 1, 4], np.int32)
+
+
+def _sparse() -> fg.IndexedSlices:
+    return fg.IndexedSlices(jnp.asarray(_ROWS), jnp.asarray(_IDS), (5, 2))
+
+
+def test_global_norm_of_indexed_slices_is_the_norm_of_its_values() -> None:
+    dense = np.array([4.0], np.float32)
+    expected = np.sqrt(np.sum(_ROWS.astype(np.float64) ** 2) + 16.0)
+    got = fg.global_norm([_sparse(), jnp.asarray(dense)])
+    np.testing.assert_allclose(float(got), expected, rtol=1e-6)
+    # with the duplicate id summed, the dense gradient's norm differs: TF counts rows
+    assert abs(float(fg.global_norm([_sparse().to_dense(), dense])) - expected) > 0.5
+
+
+def test_clip_by_global_norm_scales_values_and_keeps_indices() -> None:
+    dense = jnp.array([4.0])
+    clipped, norm = jax.jit(lambda t: fg.clip_by_global_norm(t, 1.0))([_sparse(), None, dense])
+    expected_norm = np.sqrt(np.sum(_ROWS.astype(np.float64) ** 2) + 16.0)
+    np.testing.assert_allclose(float(norm), expected_norm, rtol=1e-6)
+    assert isinstance(clipped[0], fg.IndexedSlices) and clipped[1] is None
+    np.testing.assert_array_equal(clipped[0].indices, _IDS)
+    assert clipped[0].dense_shape == (5, 2)
+    np.testing.assert_allclose(clipped[0].values, _ROWS / expected_norm, rtol=1e-6)
+    np.testing.assert_allclose(clipped[2], np.array([4.0]) / expected_norm, rtol=1e-6)
+
+
+def test_clip_by_norm_of_indexed_slices() -> None:
+    clipped = fg.clip_by_norm(_sparse(), 2.0)
+    assert isinstance(clipped, fg.IndexedSlices)
+    np.testing.assert_array_equal(clipped.indices, _IDS)
+    np.testing.assert_allclose(
+        clipped.values, _ROWS * 2.0 / np.linalg.norm(_ROWS.astype(np.float64)), rtol=1e-6
+    )
+    per_row = fg.clip_by_norm(_sparse(), 2.0, axes=1)
+    row_norms = np.linalg.norm(_ROWS.astype(np.float64), axis=1, keepdims=True)
+    np.testing.assert_allclose(per_row.values, _ROWS * 2.0 / np.maximum(row_norms, 2.0), rtol=1e-6)
+
+
+def test_clip_of_indexed_slices_with_integer_values_is_refused() -> None:
+    s = fg.IndexedSlices(jnp.array([[1, 2]]), jnp.array([0]), (3, 2))
+    with pytest.raises(TypeError, match=r"t has dtype int32.*astype\(jnp.float32\)"):
+        fg.clip_by_norm(s, 1.0)

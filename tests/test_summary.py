@@ -253,3 +253,12 @@ def test_writer_refuses_a_traced_summary_and_takes_array_steps() -> None:
     fg.write_gradient_summary(rec, _SUMMARY, step=np.int64(4))
     steps = [c[-1] if c[0] == "scalar" else c[-1]["global_step"] for c in rec.calls]
     assert {type(s) for s in steps} == {int} and set(steps) == {3, 4}
+
+
+def test_gradient_summary_of_indexed_slices_summarises_the_values() -> None:
+    rows = np.array([[3.0, 0.0], [3.0, 0.0], [1.0, -2.0]], np.float32)
+    sparse = fg.IndexedSlices(jnp.asarray(rows), jnp.array([1, 1, 4]), (5, 2))
+    s = jax.jit(lambda g: fg.gradient_summary([(g, None)], bins=3))(sparse)
+    np.testing.assert_allclose(s.norm[0], np.linalg.norm(rows.astype(np.float64)), rtol=1e-6)
+    np.testing.assert_allclose(s.sum[0], rows.sum(), rtol=1e-6)
+    assert int(s.histogram[0].sum()) == rows.size  # the rows, not the dense table
