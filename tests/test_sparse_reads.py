@@ -287,3 +287,24 @@ def test_the_compiled_step_builds_no_table_sized_array():
     table_bytes = table.size * table.dtype.itemsize
     assert gradient_bytes(sparse=False) >= table_bytes  # the dense gradient: a table
     assert gradient_bytes(sparse=True) < table_bytes / 20
+
+
+def test_inside_shard_map_each_device_gets_its_own_rows():
+    """A replicated table, ids sharded: each device's rows, with no sum across devices."""
+    mesh = jax.make_mesh((2,), ("d",))
+    ids = jnp.array([0, 1, 4, 4, 6, 0], jnp.int32)
+
+    def local(table, ids):
+        g = fg.gradients(lambda e: jnp.sum(e[ids] ** 2), table, indexed_slices=True)
+        return g.values, g.indices
+
+    spec = jax.sharding.PartitionSpec
+    sharded = jax.shard_map(
+        local, mesh=mesh, in_specs=(spec(), spec("d")), out_specs=(spec("d"), spec("d"))
+    )
+    put = jax.device_put
+    values, indices = jax.jit(sharded)(
+        put(TABLE, jax.NamedSharding(mesh, spec())), put(ids, jax.NamedSharding(mesh, spec("d")))
+    )
+    np.testing.assert_array_equal(indices, ids)
+    np.testing.assert_allclose(values, 2 * np.asarray(TABLE)[np.asarray(ids)], rtol=1e-6)

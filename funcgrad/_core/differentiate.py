@@ -215,7 +215,7 @@ def differentiate(
     variables = [i for i, (r, w) in enumerate(zip(reach, wrt, strict=True)) if r and w]
     sparse = _sparse_reads.find(closed, variables if indexed_slices else [])
     dense = [i for i in variables if i not in sparse.tables]
-    inputs = [primals[i] for i in dense] + [jnp.zeros(r.shape, r.dtype) for r in sparse.reads]
+    inputs = [primals[i] for i in dense] + [r.zeros() for r in sparse.reads]
     emit = _emitter(closed)
 
     def run(*values: jax.Array) -> tuple[list[jax.Array], tuple[list[Any], list[Any]]]:

@@ -24,8 +24,11 @@ the jaxpr, as operand 0 of the equation):
   ``i`` (``tf.gather`` of a scalar id): one id, one row.
 
 What it follows: ``jit`` equations (``jnp.take`` is one) whose inputs include a table
-are inlined and searched.  Any other use of a table — a matmul, ``E.sum()``, a gather
-of columns (``TensorFlow's gather with axis != 0 is dense too``), a static slice
+are inlined and searched; inside ``shard_map``, the ``pvary`` that marks a replicated
+table as varying before a gather is the table still (its reads' perturbations vary as
+their outputs do, so no cotangent is summed across devices).  Any other use of a
+table — a matmul, ``E.sum()``, a gather of columns (TensorFlow's ``tf.gather`` with
+``axis=1`` is dense too), a static slice
 ``E[3]``, a cast, a use inside ``scan`` / ``cond`` / ``while`` / ``custom_jvp`` /
 ``custom_vjp`` / ``checkpoint``, or the table returned as an output — makes that
 table's gradient dense, as TensorFlow sums an ``IndexedSlices`` with a dense gradient
@@ -73,6 +76,12 @@ class Read:
     shape: tuple[int, ...]  # of the read's output
     dtype: Any
     order: tuple[int, ...]  # the output's axes, batch axes first (row-major ids)
+    vma: tuple[str, ...]  # the mesh axes the output varies over, inside shard_map
+
+    def zeros(self) -> Any:
+        """The perturbation of this read's output: zeros that vary as the output does."""
+        zeros = jnp.zeros(self.shape, self.dtype)
+        return lax.pcast(zeros, self.vma, to="varying") if self.vma else zeros
 
 
 @dataclasses.dataclass
@@ -174,23 +183,33 @@ def _inner_tables(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> dict[Any, 
     return {inner.invars[k]: t for k, t in uses}
 
 
+def _aliases(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> dict[Any, int]:
+    """The outputs of a ``pvary`` that are tables (``shard_map`` marks a replicated table
+    as varying before a gather with varying ids; the values are the table's)."""
+    return {eqn.outvars[k]: t for k, t in uses}
+
+
 def _scan(jaxpr: core.Jaxpr, tables: dict[Any, int], found: list[Read], dense: set[int]) -> None:
     """Append the row reads of ``tables`` in ``jaxpr`` to ``found``; add to ``dense`` each
     table used any other way."""
-    for v in jaxpr.outvars:
-        if isinstance(v, core.Var) and v in tables:
-            dense.add(tables[v])
+    tables = dict(tables)
     for eqn in jaxpr.eqns:
         uses = _uses(eqn, tables)
         if not uses:
             continue
         if len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
             out: Any = eqn.outvars[0].aval
-            found.append(Read(uses[0][1], tuple(out.shape), out.dtype, _batch_first(eqn)))
+            vma = tuple(sorted(getattr(getattr(out, "manual_axis_type", None), "varying", ())))
+            found.append(Read(uses[0][1], tuple(out.shape), out.dtype, _batch_first(eqn), vma))
+        elif eqn.primitive.name == "pvary":
+            tables.update(_aliases(eqn, uses))
         elif eqn.primitive.name in _CALLS:
             _scan(eqn.params["jaxpr"].jaxpr, _inner_tables(eqn, uses), found, dense)
         else:
             dense.update(t for _, t in uses)
+    for v in jaxpr.outvars:
+        if isinstance(v, core.Var) and v in tables:
+            dense.add(tables[v])
 
 
 def _is_row_read(eqn: core.JaxprEqn) -> bool:
@@ -227,6 +246,7 @@ def _run(
     holding a table inlined, everything else by ``emit`` (the order of :func:`_scan`)."""
     env: dict[Any, Any] = dict(zip(jaxpr.constvars, consts, strict=True))
     env.update(zip(jaxpr.invars, args, strict=True))
+    tables = dict(tables)
     for eqn in jaxpr.eqns:
         invals = [_rewrite.read_atom(env, v) for v in eqn.invars]
         uses = _uses(eqn, tables)
@@ -234,6 +254,9 @@ def _run(
             outs = emit(eqn, invals)
         elif len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
             outs = on_read(eqn, invals)
+        elif eqn.primitive.name == "pvary":
+            tables.update(_aliases(eqn, uses))
+            outs = emit(eqn, invals)
         else:  # a jit holding a table (``find`` left no other use)
             inner = eqn.params["jaxpr"]
             sub = _inner_tables(eqn, uses)
