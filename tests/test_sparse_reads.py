@@ -308,3 +308,12 @@ def test_inside_shard_map_each_device_gets_its_own_rows():
     )
     np.testing.assert_array_equal(indices, ids)
     np.testing.assert_allclose(values, 2 * np.asarray(TABLE)[np.asarray(ids)], rtol=1e-6)
+
+
+def test_lookups_with_ids_of_two_dtypes_concatenate():
+    def loss(e):
+        return jnp.sum(e[jnp.array([1, 2], jnp.int16)]) + jnp.sum(e[jnp.array([4], jnp.int32)])
+
+    g = sparse_gradients(loss, TABLE)[0]
+    assert g.indices.dtype == jnp.int32
+    assert_slices(g, [1, 2, 4], np.ones((3, D)), jax.grad(loss)(TABLE))

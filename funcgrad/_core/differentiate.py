@@ -216,11 +216,11 @@ def differentiate(
     sparse = _sparse_reads.find(closed, variables if indexed_slices else [])
     dense = [i for i in variables if i not in sparse.tables]
     inputs = [primals[i] for i in dense] + [r.zeros() for r in sparse.reads]
-    emit = _emitter(closed)
+    evaluate = _evaluator(closed, sparse)
 
     def run(*values: jax.Array) -> tuple[list[jax.Array], tuple[list[Any], list[Any]]]:
         args = replace_at(primals, dense, values[: len(dense)])
-        outs, ids = sparse.evaluate(args, values[len(dense) :], emit)
+        outs, ids = evaluate(args, values[len(dense) :])
         return [o for o, d in zip(outs, differentiable, strict=False) if d], (outs, ids)
 
     live = _live_inputs(run, inputs, len(dense))
@@ -264,10 +264,18 @@ def _live_inputs(run: Callable[..., Any], inputs: list[Any], n_dense: int) -> li
     return [i for i, r in enumerate(reach) if i < n_dense or r]
 
 
-def _emitter(closed: core.ClosedJaxpr) -> _sparse_reads.Emit:
-    """How each equation of ``closed`` is re-emitted: cuts get their inputs held constant."""
+def _evaluator(
+    closed: core.ClosedJaxpr, sparse: _sparse_reads.SparseReads
+) -> Callable[[list[Any], Sequence[Any]], tuple[list[Any], list[Any]]]:
+    """``closed`` as a function of its inputs and the reads' perturbations, returning its
+    outputs and the reads' ids; equations that are cuts get their inputs held constant."""
     rewriter = _rewrite.Rewriter(_connectivity.is_cut, _hold_inputs)
-    return rewriter.equation if rewriter.reaches(closed.jaxpr) else _rewrite.bind_equation
+    cuts = rewriter.reaches(closed.jaxpr)
+    if sparse.tables:
+        emit = rewriter.equation if cuts else _rewrite.bind_equation
+        return lambda args, deltas: sparse.evaluate(args, deltas, emit)
+    plain = rewriter.closed(closed) if cuts else core.jaxpr_as_fun(closed)
+    return lambda args, deltas: (plain(*args), [])
 
 
 def _hold_inputs(eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:

@@ -50,6 +50,7 @@ ones, and ``IndexedSlices.to_dense`` drops them, so none writes into another row
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
@@ -125,7 +126,8 @@ class SparseReads:
                 jnp.reshape(jnp.transpose(cotangents[k], self.reads[k].order), (-1, *shape[1:]))
                 for k in mine
             ]
-            indices = [ids[k] for k in mine]
+            dtype = functools.reduce(np.promote_types, [ids[k].dtype for k in mine])
+            indices = [ids[k].astype(dtype) for k in mine]  # lookups by ids of two dtypes
             out[t] = IndexedSlices(
                 jnp.concatenate(values) if len(values) > 1 else values[0],
                 jnp.concatenate(indices) if len(indices) > 1 else indices[0],
