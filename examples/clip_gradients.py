@@ -4,7 +4,7 @@ A tanh RNN learns the adding problem (sum the two marked numbers of a long seque
 Its recurrent weights start large, so the gradient through the sequence grows
 exponentially in places (Pascanu et al., 2013, "On the difficulty of training recurrent
 neural networks"): one step along such a gradient throws the weights far away.  The
-script trains the same network from the same starts twice with the seed's pattern —
+script trains the same network from the same starts twice with the TF1 tutorials' pattern —
 ``compute_gradients``, ``clip_by_global_norm``, ``apply_gradients`` — once with
 clipping and once without, and prints (and with ``--plot``, draws) the global norm
 before and after clipping next to the loss.  With the default learning rate every

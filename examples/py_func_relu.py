@@ -1,6 +1,6 @@
 """A NumPy activation with a NumPy gradient, trained inside a jitted model.
 
-The seed program's pattern -- ``tf.py_func`` + ``tf.RegisterGradient`` +
+The TF1 tutorial program's pattern -- ``tf.py_func`` + ``tf.RegisterGradient`` +
 ``gradient_override_map({"PyFunc": ...})`` -- as one ``fg.py_func(..., grad=...)``:
 a clipped ReLU (``np.clip(x, -3, 3)``, gradient 1 on ``[-3, 3]``, bounds included) is
 the hidden activation of a small classifier trained on scikit-learn's digits.

@@ -1,4 +1,4 @@
-"""A binarized network trained with straight-through gradients (the seed's Sign -> Identity).
+"""A binarized network trained with straight-through gradients (TF1 tutorials' Sign -> Identity).
 
 Weights and activations of a two-layer network on scikit-learn's digits go through
 ``jnp.sign``, whose gradient is zero almost everywhere, so plain JAX cannot train it.
