@@ -8,6 +8,8 @@ under mkdocstrings' ``extensions``; it rewrites every docstring griffe loads:
 * a cross-reference role (``:func:`gradients```, ``:class:`~funcgrad.train.TrainState```,
   ``:meth:`compute_gradients```) becomes an autorefs link to the object's entry in the
   API reference, found by importing the name from the docstring's own scope;
+* a parameter whose default is a private sentinel (there so that a call without it
+  reaches a clear error) is shown as required;
 * a package's docstring is cut to its first paragraph: the rest maps its modules,
   private ones included, for a reader of the source;
 * ``:math:`x``` and ``.. math::`` blocks become ``\\(x\\)`` and ``\\[...\\]``, which
@@ -102,6 +104,10 @@ class Docstrings(griffe.Extension):
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         """Rewrites one object's docstring."""
+        if isinstance(obj, griffe.Function):
+            for parameter in obj.parameters:
+                if str(parameter.default).startswith("_"):
+                    parameter.default = None  # a private sentinel: the argument is required
         if obj.docstring is None:
             return
         if isinstance(obj, griffe.Module) and obj.is_init_module:
