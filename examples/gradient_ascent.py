@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Run]:
     gap = np.max(np.abs(runs["by hand"].objective - runs["minimize(-f)"].objective))
     print(f"\nby hand vs minimize(-f): largest difference of the objective {gap:.1e}")
     curves = reporting.Curves(args, f"mean log-likelihood of {args.samples} samples of {source}")
-    steps = np.arange(args.steps)
+    steps = np.arange(1, args.steps + 1)
     for name, run in runs.items():
         curves.add("objective", name, steps, run.objective)
         curves.add("gradient norm", name, steps, run.gradient_norm)

@@ -107,7 +107,7 @@ def train(
         return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss, norm
 
     losses = []
-    for t, k in enumerate(reporting.progress(jax.random.split(key, steps), desc="train")):
+    for t, k in enumerate(reporting.progress(jax.random.split(key, steps), desc="train"), start=1):
         params, loss, norm = step(params, k)
         losses.append(float(loss))
         if curves is not None:

@@ -105,7 +105,7 @@ def train(
         (params, state), (losses, norms) = epoch(params, state, k)
         losses = np.asarray(losses)  # waits for the epoch, so that progress is true
         if curves is not None:
-            steps = np.arange(done, done + len(losses))
+            steps = np.arange(done + 1, done + len(losses) + 1)
             curves.add("loss", name, steps, losses)
             curves.add("gradient norm", name, steps, norms)
         done += len(losses)
