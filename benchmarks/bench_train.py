@@ -3,7 +3,7 @@
 funcgrad: ``opt.compute_gradients`` -> ``fg.clip_by_global_norm`` -> ``opt.apply_gradients``.
 Baseline: ``jax.value_and_grad`` and ``optax.chain(optax.clip_by_global_norm, ...)``.
 
-Two models, on random data of MNIST's shape: the seed's softmax regression (784 -> 10,
+Two models, on random data of MNIST's shape: the TF1 tutorial's softmax regression (784 -> 10,
 batch 100, gradient descent 0.01) and a 784-512-512-10 MLP (batch 128, Adam 0.001).
 Each is timed per step (a jitted step called in a Python loop) and per epoch (the whole
 epoch in one ``lax.scan``), the two variants interleaved in one run; the medians and

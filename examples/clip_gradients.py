@@ -4,7 +4,7 @@ A tanh RNN learns the adding problem (sum the two marked numbers of a long seque
 Its recurrent weights start large, so the gradient through the sequence grows
 exponentially in places (Pascanu et al., 2013, "On the difficulty of training recurrent
 neural networks"): one step along such a gradient throws the weights far away.  The
-script trains the same network from the same starts twice with the seed's pattern —
+script trains the same network from the same starts twice with the TF1 tutorials' pattern —
 ``compute_gradients``, ``clip_by_global_norm``, ``apply_gradients`` — once with
 clipping and once without, and prints (and with ``--plot``, draws) the global norm
 before and after clipping next to the loss.  With the default learning rate every
@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Run]:
         _windows(runs["clipped"].norm_before[0], 10, np.max),
     ]
     for b, row in zip(
-        np.array_split(np.arange(args.steps), 10), zip(*columns, strict=True), strict=True
+        np.array_split(np.arange(1, args.steps + 1), 10), zip(*columns, strict=True), strict=True
     ):
         cells = [f"{b[0]}-{b[-1]}", *(f"{v:.4g}" for v in row)]
         print("  ".join(f"{c:>{max(len(h), 11)}}" for c, h in zip(cells, header, strict=True)))
@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Run]:
     for name, run in runs.items():
         losses = final_loss(run)
         diverged = ~np.isfinite(losses)
-        first = [int(np.argmax(~np.isfinite(loss))) for loss in run.loss[diverged]]
+        first = [int(np.argmax(~np.isfinite(loss))) + 1 for loss in run.loss[diverged]]
         print(
             f"{name:>10}: {np.array2string(losses, precision=4)}  ({diverged.sum()} of "
             f"{len(losses)} diverged{', at steps ' if first else ''}"

@@ -57,7 +57,7 @@ def train(steps: int, curves: reporting.Curves | None = None) -> np.ndarray:
     gradient_norm = fg.train.data_parallel(
         lambda p, x, y: fg.global_norm(jax.tree.leaves(jax.grad(loss_fn)(p, x, y))), mesh
     )
-    for t in reporting.progress(range(steps), desc=f"process {jax.process_index()}"):
+    for t in reporting.progress(range(1, steps + 1), desc=f"process {jax.process_index()}"):
         if curves is not None and curves.active:  # the whole batch's, as the step's
             curves.add("gradient norm", "data parallel", [t], [gradient_norm(state.params, x, y)])
         state, loss = step(state, x, y)

@@ -1,6 +1,6 @@
-"""DQN on gymnasium's CartPole-v1, with the seed's ``stop_gradient`` target.
+"""DQN on gymnasium's CartPole-v1, with the TF1 tutorial's ``stop_gradient`` target.
 
-The seed program's Q-learning loss regresses Q(s, a) on the one-step target
+The TF1 tutorial program's Q-learning loss regresses Q(s, a) on the one-step target
 ``r + gamma * max_a' Q(s', a')`` computed by the *same* network, wrapped in
 ``tf.stop_gradient`` so that the target is a constant, and trains it with
 ``tf.train.RMSPropOptimizer``.  TensorFlow 1.x programs often wrote the same thing the
@@ -87,7 +87,7 @@ def _q_taken(params: Params, batch: Batch) -> jax.Array:
 
 
 def stop_gradient_loss(params: Params, batch: Batch, gamma: float) -> jax.Array:
-    """The seed's loss: the target comes from the same network, under ``stop_gradient``."""
+    """The tutorial's loss: the target comes from the same network, under ``stop_gradient``."""
     target = fg.stop_gradient(td_target(params, batch, gamma))
     return jnp.mean(jnp.square(target - _q_taken(params, batch)))
 

@@ -1,6 +1,6 @@
 """Gradient ascent: maximise a log-likelihood by hand, and by minimising its negative.
 
-TensorFlow 1.x optimizers only minimise, so the seed program maximises an objective
+TensorFlow 1.x optimizers only minimise, so the TF1 tutorial program maximises an objective
 ``f`` by handing ``-f`` to ``GradientDescentOptimizer.minimize``, after doing it by
 hand with ``tf.gradients`` and ``x.assign(x + lr * grad)``.  Here the objective is the
 average Gaussian log-likelihood of some data in the mean ``mu`` and the log standard
@@ -45,7 +45,7 @@ def log_likelihood(params: Params, data: jax.Array) -> jax.Array:
 
 
 def ascend_by_hand(params: Params, data: jax.Array, learning_rate: float, steps: int) -> Run:
-    """``x <- x + lr * d f / d x`` with ``fg.gradients``, as the seed's ``assign`` loop."""
+    """``x <- x + lr * d f / d x`` with ``fg.gradients``, as the tutorial's ``assign`` loop."""
 
     def step(p: Params, _: jax.Array) -> tuple[Params, tuple[jax.Array, jax.Array]]:
         value, (g_mu, g_log_sigma) = fg.value_and_gradients(
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Run]:
     gap = np.max(np.abs(runs["by hand"].objective - runs["minimize(-f)"].objective))
     print(f"\nby hand vs minimize(-f): largest difference of the objective {gap:.1e}")
     curves = reporting.Curves(args, f"mean log-likelihood of {args.samples} samples of {source}")
-    steps = np.arange(args.steps)
+    steps = np.arange(1, args.steps + 1)
     for name, run in runs.items():
         curves.add("objective", name, steps, run.objective)
         curves.add("gradient norm", name, steps, run.gradient_norm)

@@ -243,8 +243,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Run]:
         "\n(domain acc: how well the domain head tells the domains apart from the features; "
         "0.5 is chance)"
     )
-    curves = reporting.Curves(args, f"two moons, target rotated {args.rotation:g} degrees")
-    steps = np.arange(args.steps)
+    accuracies = ", ".join(f"{n} {np.mean(r.target_accuracy):.3f}" for n, r in runs.items())
+    curves = reporting.Curves(
+        args,
+        f"two moons, target rotated {args.rotation:g} degrees; seed {args.seed}'s curves\n"
+        f"target accuracy, mean of {args.seeds} seeds: {accuracies}",
+    )
+    steps = np.arange(1, args.steps + 1)
     for name, run in runs.items():
         curves.add("label loss", name, steps, run.losses[0, :, 0])
         curves.add("weighted domain loss", name, steps, run.losses[0, :, 1])

@@ -1,6 +1,6 @@
 """Softmax regression on handwritten digits, trained two ways with identical costs.
 
-The seed program — TensorFlow 1.x's MNIST softmax regression, trained with
+The classic TF1 tutorial program — TensorFlow 1.x's MNIST softmax regression, trained with
 ``GradientDescentOptimizer.minimize`` and again by hand with ``tf.gradients`` and
 ``W.assign(W - lr * grad_W)`` — ported to funcgrad.  Both runs see the same batches, so
 their per-epoch average costs agree to float32 rounding; the script prints them side by
@@ -29,7 +29,7 @@ import reporting
 
 import funcgrad as fg
 
-# The seed's hyperparameters (learning rate 0.01, batches of 100) for the 60,000-image
+# The tutorial's hyperparameters (learning rate 0.01, batches of 100) for the 60,000-image
 # MNIST-style sets.  The digits set has 1,438 training images, 40 times fewer: smaller
 # batches and a larger step give it a comparable number of updates in 10 epochs.
 DEFAULTS = {
@@ -53,7 +53,7 @@ class Result:
 
 
 def cost(params: Params, x: jax.Array, y: jax.Array) -> jax.Array:
-    """The seed's cross-entropy ``mean(-sum(y * log(softmax(x W + b))))``, y one-hot.
+    """The tutorial's cross-entropy ``mean(-sum(y * log(softmax(x W + b))))``, y one-hot.
 
     ``log_softmax`` replaces ``log(softmax(...))``: the same value, without the ``-inf``
     that ``log`` of an underflowed probability gives.

@@ -1,6 +1,6 @@
 """A NumPy activation with a NumPy gradient, trained inside a jitted model.
 
-The seed program's pattern -- ``tf.py_func`` + ``tf.RegisterGradient`` +
+The TF1 tutorial program's pattern -- ``tf.py_func`` + ``tf.RegisterGradient`` +
 ``gradient_override_map({"PyFunc": ...})`` -- as one ``fg.py_func(..., grad=...)``:
 a clipped ReLU (``np.clip(x, -3, 3)``, gradient 1 on ``[-3, 3]``, bounds included) is
 the hidden activation of a small classifier trained on scikit-learn's digits.
@@ -107,7 +107,7 @@ def train(
         return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss, norm
 
     losses = []
-    for t, k in enumerate(reporting.progress(jax.random.split(key, steps), desc="train")):
+    for t, k in enumerate(reporting.progress(jax.random.split(key, steps), desc="train"), start=1):
         params, loss, norm = step(params, k)
         losses.append(float(loss))
         if curves is not None:

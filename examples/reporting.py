@@ -8,8 +8,8 @@
   a plain line on stdout at every tenth of the way, so that a log shows progress.
 - ``scan_in_chunks``: a jitted ``lax.scan`` over all steps, run a chunk of steps at a
   time so that it can report progress.
-- ``Curves``: loss and gradient-norm curves, drawn by ``--plot`` (matplotlib's Agg
-  backend) and written by ``--logdir`` (TensorBoard, with tensorboardX).
+- ``Curves``: loss and gradient-norm curves (steps numbered from 1), drawn by ``--plot``
+  (matplotlib's Agg backend) and written by ``--logdir`` (TensorBoard, with tensorboardX).
 
 This module is imported by the examples; run on its own, it only prints this help.
 """
@@ -115,7 +115,8 @@ class Lines:
         if passed:
             seconds = time.perf_counter() - self.start
             print(
-                f"{self.desc}: {self.n}/{self.total} {self.unit}s, {seconds:.1f} s{self.postfix}",
+                f"{self.desc}: {self.n}/{self.total} {self.unit}s, {seconds:.1f} s elapsed"
+                f"{self.postfix}",
                 flush=True,
             )
 
@@ -166,12 +167,25 @@ def scan_in_chunks(
     return carry, jax.tree.map(lambda *ys: np.concatenate(ys, axis=axis), *pieces)
 
 
+def yscale(values: np.ndarray) -> str:
+    """``"log"`` for positive values over two orders of magnitude or more (a loss, a
+    norm), ``"linear"`` for the others (a return, an accuracy, a log-likelihood)."""
+    spread = values.size > 0 and values.min() > 0 and values.max() >= 100 * values.min()
+    return "log" if spread else "linear"
+
+
+def tag(text: str) -> str:
+    """``text`` as a TensorBoard tag: each run of other characters than letters, digits,
+    ``_`` and ``.`` becomes one ``_``."""
+    return re.sub(r"[^\w.]+", "_", text).strip("_")
+
+
 class Curves:
     """Per-run curves (loss, gradient norm, ...) for ``--plot`` and ``--logdir``.
 
     Each finite point is written to TensorBoard as it is added, under ``{run}/{panel}``
-    (spaces as underscores); ``close`` draws the plot.  Without either option it records
-    nothing, so that a run costs the same as before.
+    made tags (``tag("clip_norm = 1.0")`` is ``clip_norm_1.0``); ``close`` draws the
+    plot.  Without either option it records nothing, so that a run costs the same as before.
     """
 
     def __init__(self, args: argparse.Namespace, title: str) -> None:
@@ -199,7 +213,7 @@ class Curves:
             xs.append(step)
             ys.append(value)
             if self.writer is not None and np.isfinite(value):  # a diverged run stops there
-                self.writer.add_scalar(f"{run}/{panel.replace(' ', '_')}", value, step)
+                self.writer.add_scalar(f"{tag(run)}/{tag(panel)}", value, step)
 
     def add_gradients(
         self, run: str, step: int, summary: fg.GradientSummary, names: Sequence[str]
@@ -215,7 +229,7 @@ class Curves:
         xs.append(step)
         ys.append(float(summary.global_norm))
         if self.writer is not None:
-            fg.write_gradient_summary(self.writer, summary, step, names, prefix=run)
+            fg.write_gradient_summary(self.writer, summary, step, names, prefix=tag(run))
 
     def close(self) -> None:
         """Flushes the TensorBoard files and saves the plot."""
@@ -243,8 +257,7 @@ class Curves:
                 finite.append(y[np.isfinite(y)])
                 style = ("-", "--", ":", "-.")[i % 4]  # curves that coincide stay visible
                 ax.plot(xs, y, style, color=f"C{runs.index(run) % 10}", linewidth=0.8, label=run)
-            values = np.concatenate(finite)
-            ax.set(ylabel=panel, yscale="log" if values.size and values.min() > 0 else "linear")
+            ax.set(ylabel=panel, yscale=yscale(np.concatenate(finite)))
             ax.legend(fontsize=8)
         ax.set(xlabel="step")
         fig.suptitle(self.title)

@@ -1,4 +1,4 @@
-"""A binarized network trained with straight-through gradients (the seed's Sign -> Identity).
+"""A binarized network trained with straight-through gradients (TF1 tutorials' Sign -> Identity).
 
 Weights and activations of a two-layer network on scikit-learn's digits go through
 ``jnp.sign``, whose gradient is zero almost everywhere, so plain JAX cannot train it.
@@ -105,7 +105,7 @@ def train(
         (params, state), (losses, norms) = epoch(params, state, k)
         losses = np.asarray(losses)  # waits for the epoch, so that progress is true
         if curves is not None:
-            steps = np.arange(done, done + len(losses))
+            steps = np.arange(done + 1, done + len(losses) + 1)
             curves.add("loss", name, steps, losses)
             curves.add("gradient norm", name, steps, norms)
         done += len(losses)

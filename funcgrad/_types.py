@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 from typing import Protocol
 from typing import TypeAlias
+from typing import TypeVar
 
 import jax
 import numpy as np
@@ -28,6 +29,9 @@ Cotangent: TypeAlias = Any
 Schedule: TypeAlias = Callable[[jax.Array], jax.Array]
 #: A numeric value: a JAX or NumPy array, or a Python scalar.
 ArrayLike: TypeAlias = jax.typing.ArrayLike
+#: A function that a wrapper returns with its own signature (``custom_gradient(f)`` is
+#: called as ``f`` is).
+Function = TypeVar("Function", bound=Callable[..., Any])
 
 _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
 

@@ -210,10 +210,11 @@ def clip_by_norm(
         or ``axes`` names an axis ``t`` does not have (or one twice).
 
     Example:
-      >>> fg.clip_by_norm(jnp.array([3.0, 4.0]), 1.0).tolist()
-      [0.6, 0.8]
-      >>> fg.clip_by_norm(jnp.array([[3.0, 4.0], [0.3, 0.4]]), 1.0, axes=1).tolist()
-      [[0.6, 0.8], [0.3, 0.4]]
+      >>> fg.clip_by_norm(jnp.array([3.0, 4.0]), 1.0)
+      Array([0.6, 0.8], dtype=float32)
+      >>> fg.clip_by_norm(jnp.array([[3.0, 4.0], [0.3, 0.4]]), 1.0, axes=1)
+      Array([[0.6, 0.8],
+             [0.3, 0.4]], dtype=float32)
     """
     caller = "fg.clip_by_norm(t, clip_norm, axes)"
     x = _floating(caller, "t", _values(t))
@@ -301,8 +302,8 @@ def clip_by_global_norm(
 
     Example:
       >>> clipped, norm = fg.clip_by_global_norm([jnp.array([3.0]), None, jnp.array([4.0])], 1.0)
-      >>> [None if c is None else c.tolist() for c in clipped], float(norm)
-      ([[0.6], None, [0.8]], 5.0)
+      >>> clipped, float(norm)
+      ([Array([0.6], dtype=float32), None, Array([0.8], dtype=float32)], 5.0)
     """
     caller = "fg.clip_by_global_norm(t_list, clip_norm, use_norm)"
     values = _t_list(caller, t_list)
@@ -343,8 +344,8 @@ def clip_by_average_norm(t: ArrayLike, clip_norm: ArrayLike) -> jax.Array:
       ValueError: if ``clip_norm`` is not a scalar, or is known and negative or not finite.
 
     Example:
-      >>> fg.clip_by_average_norm(jnp.array([3.0, 4.0]), 1.0).tolist()
-      [1.2, 1.6]
+      >>> fg.clip_by_average_norm(jnp.array([3.0, 4.0]), 1.0)
+      Array([1.2, 1.6], dtype=float32)
     """
     caller = "fg.clip_by_average_norm(t, clip_norm)"
     t = _floating(caller, "t", t)

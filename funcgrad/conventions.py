@@ -10,21 +10,18 @@ function (``funcgrad._core.tf_gradients``), found by name in the function's jaxp
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
-from typing import TypeVar
 
 import jax
 import jax.numpy as jnp
 
 from funcgrad._core import op_gradients as _op_gradients
 from funcgrad._core.tf_gradients import GRADIENTS
+from funcgrad._types import Function
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
 
 __all__ = ["tensorflow_conventions"]
-
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _clamp(op: Op, grad: jax.Array) -> tuple[Any, ...]:
@@ -85,7 +82,7 @@ CONVENTIONS: dict[str, tuple[str, GradientFunction]] = {
 }
 
 
-def tensorflow_conventions(f: _F) -> _F:
+def tensorflow_conventions(f: Function) -> Function:
     """``f`` with TensorFlow 2.21's derivatives wherever JAX's rule gives other numbers.
 
     Every op of ``f`` whose JAX derivative differs from TensorFlow's registered gradient

@@ -18,7 +18,6 @@ import warnings
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
-from typing import TypeVar
 from typing import overload
 
 import jax
@@ -33,6 +32,7 @@ from funcgrad._core import op_gradients as _op_gradients
 from funcgrad._core import rewrite as _rewrite
 from funcgrad._core import tf_gradients as _tf_gradients
 from funcgrad._types import Cotangent
+from funcgrad._types import Function
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
 from funcgrad._types import PyTree
@@ -46,8 +46,6 @@ __all__ = [
     "gradient_override_map",
     "identity",
 ]
-
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class UnusedOverrideWarning(UserWarning):
@@ -98,7 +96,7 @@ class RegisterGradient:
             )
         self._op_type = op_type
 
-    def __call__(self, fn: _F) -> _F:
+    def __call__(self, fn: Function) -> Function:
         """Register ``fn`` and return it unchanged."""
         if not callable(fn):
             raise TypeError(
@@ -186,7 +184,7 @@ def identity(x: PyTree) -> PyTree:
 # --- custom_gradient --------------------------------------------------------------------
 
 
-def custom_gradient(f: _F) -> _F:
+def custom_gradient(f: Function) -> Function:
     """Give a function its own gradient, with ``tf.custom_gradient``'s signature.
 
     ``f(*args)`` returns ``(y, grad_fn)``; ``grad_fn(dy)`` takes the cotangent of ``y``
@@ -369,7 +367,7 @@ def _rules(caller: str, mapping: Any) -> dict[str, tuple[str, GradientFunction]]
     return rules
 
 
-def _with_rules(f: _F, rules: dict[str, tuple[str, GradientFunction]]) -> _F:
+def _with_rules(f: Function, rules: dict[str, tuple[str, GradientFunction]]) -> Function:
     """``f``, re-emitted with each op ``rules`` names differentiated by its gradient."""
     name = getattr(f, "__name__", "f")
 
@@ -395,11 +393,13 @@ def _with_rules(f: _F, rules: dict[str, tuple[str, GradientFunction]]) -> _F:
 
 
 @overload
-def gradient_override_map(f: _F, mapping: Mapping[str, str]) -> _F: ...
+def gradient_override_map(f: Function, mapping: Mapping[str, str]) -> Function: ...
 
 
 @overload
-def gradient_override_map(f: Mapping[str, str], mapping: None = None) -> Callable[[_F], _F]: ...
+def gradient_override_map(
+    f: Mapping[str, str], mapping: None = None
+) -> Callable[[Function], Function]: ...
 
 
 def gradient_override_map(f: Any, mapping: Mapping[str, str] | None = None) -> Any:
@@ -444,7 +444,7 @@ def gradient_override_map(f: Any, mapping: Mapping[str, str] | None = None) -> A
     return _with_rules(_callable(f), rules)
 
 
-def _callable(f: _F) -> _F:
+def _callable(f: Function) -> Function:
     if not callable(f):
         raise TypeError(
             f"fg.gradient_override_map(f, mapping): f must be callable, got "

@@ -119,8 +119,8 @@ def test_the_site_checks_can_fail(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None,
-    reason="the docs extra (mkdocs-material, mkdocstrings) is not installed",
+    any(importlib.util.find_spec(m) is None for m in ("mkdocs", "mkdocstrings", "latex2mathml")),
+    reason="the docs extra is not installed: pip install -e '.[docs]'",
 )
 def test_site_builds_strict(tmp_path: pathlib.Path) -> None:
     result = subprocess.run(

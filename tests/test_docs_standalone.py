@@ -7,6 +7,11 @@ imports neither ``conftest.py`` nor funcgrad beforehand: its ```` ```python ````
 order, in one namespace, with the doctest options of ``pyproject.toml``.  The first
 failing block stops the page, and the failure names the page, the block and the line.
 
+What a block prints is compared by the standard library's ``doctest`` checker, as the
+reader's ``python`` prints it: no pytest ``NUMBER`` option that would let a page show
+``0.1`` where Python prints ``0.10000000149011612`` (a page that wants fewer digits rounds
+in the snippet).  Only whitespace is normalised and ``...`` elides (tracebacks, addresses).
+
 Run one page by hand: ``python -m tests.test_docs_standalone docs/scale.md``.
 """
 
@@ -20,6 +25,7 @@ import subprocess
 import sys
 import tomllib
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -37,23 +43,44 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
     ]
 
 
-def _option_flags() -> int:
-    """The ``doctest_optionflags`` of ``pyproject.toml`` (NUMBER is pytest's)."""
+#: The doctest options a page may rely on: what Python prints, up to whitespace and ``...``.
+EXACT_OPTIONS = {"NORMALIZE_WHITESPACE", "ELLIPSIS"}
+
+
+def _option_names() -> list[str]:
+    """The ``doctest_optionflags`` of ``pyproject.toml``."""
     with open(ROOT / "pyproject.toml", "rb") as f:
-        names = tomllib.load(f)["tool"]["pytest"]["ini_options"]["doctest_optionflags"]
-    flags = 0
-    for name in names:
-        flags |= doctest.register_optionflag(name)
-    return flags
+        names: list[str] = tomllib.load(f)["tool"]["pytest"]["ini_options"]["doctest_optionflags"]
+    return names
+
+
+def _option_flags() -> int:
+    """The standard library's flags for :func:`_option_names`."""
+    return sum(doctest.OPTIONFLAGS_BY_NAME[name] for name in set(_option_names()))
+
+
+def test_doctest_options_compare_what_python_prints() -> None:
+    extra = set(_option_names()) - EXACT_OPTIONS
+    assert not extra, (
+        f"pyproject.toml's doctest_optionflags has {sorted(extra)}: the pages would show other "
+        f"numbers than a reader's python prints; round in the snippet instead"
+    )
+
+
+def test_the_checker_tells_float32_digits_apart() -> None:
+    # A float32 0.1 read as a Python float: what NUMBER would let a page print as 0.1.
+    test = doctest.DocTestParser().get_doctest(
+        ">>> float(np.float32(0.1))\n0.1\n", {"np": np}, "float32", None, 0
+    )
+    runner = doctest.DocTestRunner(optionflags=_option_flags())
+    assert runner.run(test, out=lambda _: None).failed == 1
 
 
 def run_page(page: pathlib.Path) -> int:
     """Runs ``page``'s Python blocks in order in this interpreter; 1 at the first failure."""
-    from _pytest.doctest import _get_checker  # the checker that knows NUMBER
-
     text = page.read_text()
     flags = _option_flags() | doctest.REPORT_ONLY_FIRST_FAILURE
-    runner = doctest.DocTestRunner(checker=_get_checker(), optionflags=flags)
+    runner = doctest.DocTestRunner(checker=doctest.OutputChecker(), optionflags=flags)
     parser = doctest.DocTestParser()
     namespace: dict = {"__name__": "__main__"}
     for n, (line, body) in enumerate(python_blocks(text), start=1):

@@ -60,7 +60,7 @@ def test_a_piped_run_logs_progress_before_its_results() -> None:
         check=True,
         env=env,
     ).stdout.splitlines()
-    assert out[0].startswith("by hand: 100/200 steps, ")
+    assert out[0].startswith("by hand: 100/200 steps, ") and out[0].endswith(" s elapsed")
     table = out.index("maximising the mean log-likelihood of 1000 samples of N(3.0, 2.0^2)")
     assert [line.split(",")[0] for line in out[:table]] == [
         f"{run}: {n}/200 steps"
@@ -96,3 +96,16 @@ def test_curves_without_outputs_record_nothing(tmp_path: pathlib.Path) -> None:
     curves.add("loss", "run", [0, 1], [1.0, 0.5])
     curves.close()
     assert not curves.active and curves.panels == {} and list(tmp_path.iterdir()) == []
+
+
+def test_tensorboard_tags_are_made_of_the_legend_text() -> None:
+    assert reporting.tag("clip_norm = 1.0") == "clip_norm_1.0"
+    assert reporting.tag("clipped, before clipping") == "clipped_before_clipping"
+    assert reporting.tag("minimize(-f)") == "minimize_f"
+
+
+def test_log_axis_only_for_values_over_orders_of_magnitude() -> None:
+    assert reporting.yscale(np.array([2.3, 0.4, 0.02])) == "log"  # a loss
+    assert reporting.yscale(np.array([9.0, 23.0, 221.0, 500.0])) == "linear"  # DQN's returns
+    assert reporting.yscale(np.array([-7.0, -2.1])) == "linear"  # a log-likelihood
+    assert reporting.yscale(np.array([])) == "linear"

@@ -18,7 +18,7 @@ def _grad(f):
     return jax.grad(lambda *a: jnp.sum(f(*a)))
 
 
-# --- the seed examples: TensorFlow's numbers --------------------------------------------
+# --- the TF1 tutorial examples: TensorFlow's numbers --------------------------------------------
 
 
 def _binarize(x):
@@ -26,7 +26,7 @@ def _binarize(x):
 
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
-def test_seed_sign_identity_gradient_is_one_over_mean_abs(transform) -> None:
+def test_tutorial_sign_identity_gradient_is_one_over_mean_abs(transform) -> None:
     x = jnp.array([2.0, 2.1, 3.2, 4.1])
     g = fg.gradient_override_map(_binarize, {"Sign": "Identity"})
     np.testing.assert_allclose(transform(_grad(g))(x), np.full(4, 4 / 11.4), rtol=1e-6)
@@ -34,7 +34,7 @@ def test_seed_sign_identity_gradient_is_one_over_mean_abs(transform) -> None:
 
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
-def test_seed_relu_identity_passes_gradient_through(transform) -> None:
+def test_tutorial_relu_identity_passes_gradient_through(transform) -> None:
     x = jnp.array([-1.0, -0.5, 0.0, 0.5, 1.0])
     g = fg.gradient_override_map(jax.nn.relu, {"Relu": "Identity"})
     np.testing.assert_array_equal(transform(_grad(g))(x), np.ones(5))

@@ -40,11 +40,11 @@ def _closed_form_clip_grad(x: jax.Array) -> jax.Array:
     return ((x >= -3) & (x <= 3)).astype(jnp.float32)
 
 
-# --- the seed example and plain values ---------------------------------------------------
+# --- the tutorial example and plain values------------------------------------------------
 
 
 @pytest.mark.parametrize("transform", [jax.jit, lambda f: f], ids=["jit", "eager"])
-def test_seed_clipped_relu_values_and_gradients(transform):
+def test_tutorial_clipped_relu_values_and_gradients(transform):
     values = transform(clipped_relu)(X)
     grads = transform(lambda x: fg.gradients(clipped_relu, x))(X)
     assert values.tolist() == [-3.0, -3.0, 1.0, 3.0]

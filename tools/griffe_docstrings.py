@@ -8,8 +8,12 @@ under mkdocstrings' ``extensions``; it rewrites every docstring griffe loads:
 * a cross-reference role (``:func:`gradients```, ``:class:`~funcgrad.train.TrainState```,
   ``:meth:`compute_gradients```) becomes an autorefs link to the object's entry in the
   API reference, found by importing the name from the docstring's own scope;
+* a parameter whose default is a private sentinel (there so that a call without it
+  reaches a clear error) is shown as required;
+* a package's docstring is cut to its first paragraph: the rest maps its modules,
+  private ones included, for a reader of the source;
 * ``:math:`x``` and ``.. math::`` blocks become ``\\(x\\)`` and ``\\[...\\]``, which
-  ``pymdownx.arithmatex`` hands to MathJax.
+  ``pymdownx.arithmatex`` marks and tools/mathml.py renders as MathML.
 
 A role whose name cannot be found is left as it is, so the site test that looks for
 leaked roles reports it.
@@ -24,7 +28,9 @@ import griffe
 _EXAMPLE = re.compile(r"^(\s*)Example:\s*$", flags=re.M)
 _ROLE = re.compile(r":(func|class|meth|attr|data|mod|exc):`(~?)([\w.]+)`")
 _MATH_ROLE = re.compile(r":math:`([^`]+)`")
-_MATH_BLOCK = re.compile(r"^(\s*)\.\. math::\s*\n((?:\1\s+.*\n|\s*\n)+)", flags=re.M)
+# A block is its header, then lines indented deeper than it, or blank: ``[ \t]``, not ``\s``,
+# which would match a line break and take the sections after a block into it.
+_MATH_BLOCK = re.compile(r"^([ \t]*)\.\. math::[ \t]*\n((?:\1[ \t]+\S.*\n|[ \t]*\n)+)", flags=re.M)
 
 
 def _target(obj: griffe.Object, name: str) -> str | None:
@@ -98,6 +104,16 @@ class Docstrings(griffe.Extension):
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         """Rewrites one object's docstring."""
-        if obj.docstring is not None:
+        if isinstance(obj, griffe.Function):
+            for parameter in obj.parameters:
+                if str(parameter.default).startswith("_"):
+                    parameter.default = None  # a private sentinel: the argument is required
+        if obj.docstring is None:
+            return
+        if isinstance(obj, griffe.Module) and obj.is_init_module:
+            # A package's docstring goes on to map its modules, private ones included,
+            # for a reader of the source; the reference lists the public names instead.
+            obj.docstring.value = obj.docstring.value.split("\n\n", 1)[0]
+        else:
             text = _EXAMPLE.sub(r"\1Examples:", obj.docstring.value)
             obj.docstring.value = _math(_links(obj, text))

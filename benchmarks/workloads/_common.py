@@ -144,7 +144,7 @@ def jax_runs(label, x, y, batch, init, step_fn, final) -> dict:
 
 
 def tf1_row(tf, name, x, y, batch, repeats, final, build) -> Row:
-    """A TF1 session loop as in the seed: placeholders, ``feed_dict``, one batch a run.
+    """A TF1 session loop as in the TF1 tutorials: placeholders, ``feed_dict``, one batch a run.
 
     ``build(xs, ys)`` makes the model on the placeholders and returns ``(train_op,
     params)``; ``final(params)`` is the cost check on the fetched parameters.

@@ -1,4 +1,4 @@
-"""W4: a host-callback op with a gradient: the seed's clipped ReLU in NumPy."""
+"""W4: a host-callback op with a gradient: the TF1 tutorial's clipped ReLU in NumPy."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""W1: the seed's softmax regression, one epoch of SGD 0.01 over 55,000 x 784, batch 100."""
+"""W1: the TF1 tutorial's softmax regression, one epoch of SGD 0.01 over 55,000 x 784, batch 100."""
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,7 @@ def make_data(n: int, features: int = 784, classes: int = 10, seed: int = 0):
 
 
 def cost(w, b, x, y) -> float:
-    """The seed's cross-entropy of the final parameters, in float64 NumPy."""
+    """The tutorial's cross-entropy of the final parameters, in float64 NumPy."""
     logits = x.astype(np.float64) @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
     logits -= logits.max(axis=1, keepdims=True)
     log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
@@ -136,7 +136,7 @@ def _tensorflow(x, y, batch, repeats):
 
 
 def _tf1_session(tf, x, y, batch, repeats):
-    """The seed's own loop: placeholders, feed_dict, GradientDescentOptimizer.minimize."""
+    """The tutorial's own loop: placeholders, feed_dict, GradientDescentOptimizer.minimize."""
 
     def build(xs, ys):
         w = tf.Variable(tf.zeros((x.shape[1], y.shape[1])))
@@ -145,7 +145,7 @@ def _tf1_session(tf, x, y, batch, repeats):
         return tf.compat.v1.train.GradientDescentOptimizer(LR).minimize(loss), {"W": w, "b": b}
 
     return tf1_row(
-        tf, "TensorFlow 1, session loop (the seed's)", x, y, batch, repeats, _final(x, y), build
+        tf, "TensorFlow 1, session loop (the tutorial's)", x, y, batch, repeats, _final(x, y), build
     )
 
 

@@ -181,7 +181,7 @@ class ExponentialMovingAverage:
           >>> ema = fg.train.ExponentialMovingAverage(0.9999, num_updates=True)
           >>> state = ema.init(jnp.float32(0.0))
           >>> state = ema.apply(state, jnp.float32(10.0), step=jnp.int32(1))
-          >>> float(state.average)  # decay min(0.9999, 2 / 11)
+          >>> round(float(state.average), 6)  # decay min(0.9999, 2 / 11)
           8.181818
         """
         caller = "fg.train.ExponentialMovingAverage.apply(ema_state, params, step)"

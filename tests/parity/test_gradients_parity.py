@@ -1,4 +1,4 @@
-"""fg.gradients against real tf.gradients: the seed examples, stop_gradients, and the
+"""fg.gradients against real tf.gradients: the TF1 tutorial examples, stop_gradients, and the
 JAX-convention differences under fg.tensorflow_conventions."""
 
 import types
@@ -33,8 +33,8 @@ def _assert_same(tf_grads, fg_grads):
             np.testing.assert_allclose(np.asarray(g), t, rtol=1e-6)
 
 
-# Each seed takes the ops namespace: TensorFlow's, or funcgrad's equivalents.
-SEEDS = [
+# Each example takes the ops namespace: TensorFlow's, or funcgrad's equivalents.
+EXAMPLES = [
     pytest.param(lambda ops: lambda a, b: 5 * a + b, id="5a_plus_b"),
     pytest.param(lambda ops: lambda a, b: [a, b], id="ys_list"),
     pytest.param(lambda ops: lambda a, b: [a + b, 2 * a + 3 * b], id="two_outputs"),
@@ -47,12 +47,14 @@ SEEDS = [
 FG_OPS = types.SimpleNamespace(stop_gradient=fg.stop_gradient, sign=jnp.sign, floor=jnp.floor)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_seed_examples(tf, run_tf1, seed):
-    _assert_same(_tf_gradients(tf, run_tf1, seed(tf), [A, B]), fg.gradients(seed(FG_OPS), [A, B]))
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_tutorial_examples(tf, run_tf1, example):
+    _assert_same(
+        _tf_gradients(tf, run_tf1, example(tf), [A, B]), fg.gradients(example(FG_OPS), [A, B])
+    )
 
 
-def test_grad_ys_seed(tf, run_tf1):
+def test_grad_ys_example(tf, run_tf1):
     def f(w1, w2, w3, w4):
         return [w1 + w2 + w3, w3 + w4]
 

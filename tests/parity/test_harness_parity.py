@@ -1,11 +1,11 @@
-"""The parity harness itself: TensorFlow's tf.gradients seed example through run_tf1."""
+"""The parity harness itself: TensorFlow's tf.gradients tutorial example through run_tf1."""
 
 import numpy as np
 
 import funcgrad as fg
 
 
-def test_tf_gradients_seed_matches_funcgrad(tf, run_tf1) -> None:
+def test_tf_gradients_tutorial_example_matches_funcgrad(tf, run_tf1) -> None:
     def build():
         w1 = tf.Variable([1.0, 2.0, 3.0])
         w2 = tf.Variable([4.0, 5.0, 6.0])

@@ -1,4 +1,4 @@
-"""gradient_override_map against TensorFlow 1.x's own: the seed programs, TensorFlow's
+"""gradient_override_map against TensorFlow 1.x's own: the TF1 tutorial programs, TensorFlow's
 gradient functions as targets, fg.identity, and a quantized layer trained with overrides
 and TensorFlow's conventions together."""
 
@@ -31,7 +31,7 @@ def _tf_override(tf, run_tf1, op, mapping, x):
 @pytest.mark.parametrize(
     "override", [pytest.param(True, id="Sign->Identity"), pytest.param(False, id="no_override")]
 )
-def test_sign_straight_through_seed(tf, run_tf1, override):
+def test_sign_straight_through_tutorial(tf, run_tf1, override):
     mapping = {"Sign": "Identity"} if override else {}
 
     def tf_binarize(x):
@@ -47,7 +47,7 @@ def test_sign_straight_through_seed(tf, run_tf1, override):
     np.testing.assert_allclose(grad, tf_grad, rtol=1e-6)
 
 
-def test_relu_identity_seed(tf, run_tf1):
+def test_relu_identity_tutorial(tf, run_tf1):
     tf_y, tf_grad = _tf_override(tf, run_tf1, tf.nn.relu, {"Relu": "Identity"}, X_RELU)
     f = fg.gradient_override_map(jax.nn.relu, {"Relu": "Identity"})
     y, grad = fg.value_and_gradients(f, jnp.asarray(X_RELU))

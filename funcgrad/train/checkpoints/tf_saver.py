@@ -388,8 +388,8 @@ def restore_tf_checkpoint(
       >>> state, _ = opt.minimize(lambda p: jnp.sum(p["W"] ** 2), opt.init({"W": jnp.ones(2)}))
       >>> prefix = fg.train.save_tf_checkpoint(tempfile.mkdtemp() + "/model.ckpt-1", state, opt)
       >>> restored = fg.train.restore_tf_checkpoint(prefix, opt.init({"W": jnp.zeros(2)}), opt)
-      >>> restored.params["W"].tolist(), int(restored.global_step)
-      ([0.8, 0.8], 1)
+      >>> restored.params["W"], int(restored.global_step)
+      (Array([0.8, 0.8], dtype=float32), 1)
     """
     caller = "fg.train.restore_tf_checkpoint(path, state, optimizer)"
     items = _plan(caller, state, optimizer, name_map, var_list)

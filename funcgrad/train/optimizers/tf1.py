@@ -133,8 +133,8 @@ class GradientDescentOptimizer(_TfOptimizer):
     Example:
       >>> opt = fg.train.GradientDescentOptimizer(0.1)
       >>> state, _ = opt.minimize(lambda w: (w * w).sum(), opt.init(jnp.array([1.0, 2.0])))
-      >>> state.params.tolist()
-      [0.8, 1.6]
+      >>> state.params
+      Array([0.8, 1.6], dtype=float32)
     """
 
     def __init__(self, learning_rate: LearningRate) -> None:
@@ -433,8 +433,8 @@ class ProximalAdagradOptimizer(_TfOptimizer):
     Example:
       >>> opt = fg.train.ProximalAdagradOptimizer(0.5, initial_accumulator_value=3.0)
       >>> state, _ = opt.minimize(jnp.sum, opt.init(jnp.array([1.0, 0.1])))
-      >>> state.params.tolist()  # w - 0.5 / sqrt(3 + 1)
-      [0.75, -0.15]
+      >>> state.params  # w - 0.5 / sqrt(3 + 1)
+      Array([ 0.75, -0.15], dtype=float32)
     """
 
     def __init__(

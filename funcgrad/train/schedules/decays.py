@@ -328,7 +328,7 @@ def piecewise_constant(boundaries: Sequence[int], values: Sequence[ArrayLike]) -
 
     Example:
       >>> schedule = fg.train.piecewise_constant([100, 200], [1.0, 0.5, 0.1])
-      >>> [float(schedule(s)) for s in (0, 100, 101, 200, 201)]
+      >>> [round(float(schedule(s)), 4) for s in (0, 100, 101, 200, 201)]
       [1.0, 1.0, 0.5, 0.5, 0.1]
     """
     caller = "fg.train.piecewise_constant(boundaries, values)"
@@ -436,7 +436,7 @@ def cosine_decay_restarts(
 
     Example:
       >>> schedule = fg.train.cosine_decay_restarts(1.0, first_decay_steps=2, m_mul=0.5)
-      >>> [float(schedule(s)) for s in (0, 1, 2, 4, 6)]  # periods of 2, 4, 8 steps
+      >>> [round(float(schedule(s)), 4) for s in (0, 1, 2, 4, 6)]  # periods of 2, 4, 8 steps
       [1.0, 0.5, 0.5, 0.25, 0.25]
     """
     caller = "fg.train.cosine_decay_restarts(learning_rate, first_decay_steps, ...)"

@@ -1,8 +1,8 @@
-"""The seed programs' ``tf.gradients`` calls, ported line by line to funcgrad.
+"""The classic TF1 tutorial programs' ``tf.gradients`` calls, ported line by line to funcgrad.
 
 Each line prints the gradients TensorFlow 1.x prints for the same program.
 
-    python examples/seed_gradients.py
+    python examples/tf1_gradients.py
 """
 
 import argparse

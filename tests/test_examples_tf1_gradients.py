@@ -1,4 +1,4 @@
-"""examples/seed_gradients.py prints TensorFlow's numbers for each seed tf.gradients call."""
+"""examples/tf1_gradients.py prints TensorFlow's numbers for each tf.gradients call it ports."""
 
 import pytest
 
@@ -6,7 +6,7 @@ from tests import example_scripts
 
 
 def test_prints_tensorflows_numbers(capsys: pytest.CaptureFixture) -> None:
-    example_scripts.load("seed_gradients").main([])
+    example_scripts.load("tf1_gradients").main([])
     lines = dict(line.split("->") for line in capsys.readouterr().out.splitlines())
     got = {k.strip(): v.strip() for k, v in lines.items()}
     assert got["5*a + b"] == "[5.0, 1.0]"
