@@ -125,7 +125,8 @@ def _gan_params(d=D0, g=G0):
 
 def test_gan_resumed_from_tensorflow(tf, tmp_path):
     prefix = str(tmp_path / "gan")
-    expected = _tf_values(tf, _tf_gan(tf, prefix, restore=False, save_after=3))
+    tf_end = _tf_gan(tf, prefix, restore=False, save_after=3)
+    expected = _tf_values(tf, tf_end)
     zeros = _gan_params(np.zeros_like(D0), np.zeros_like(G0))
     state, ema_state, extras = fg.train.restore_tf_checkpoint(
         prefix,
@@ -141,6 +142,12 @@ def test_gan_resumed_from_tensorflow(tf, tmp_path):
     state, ema_state = _fg_gan(state, ema_state, 3)
     got = _tf_values(tf, _save_gan(str(tmp_path / "fg"), state, ema_state))
     _assert_same(got, expected)
+    # The port check says the same, by TensorFlow's names.
+    rate = {"learning_rate": state.opt_state["D"].learning_rate}
+    report = fg.testing.compare_tf_checkpoint(
+        tf_end, state, _GROUP, ema_state=ema_state, extras=rate, rtol=2e-5
+    )
+    assert sorted(report) == sorted(expected)
 
 
 def test_gan_resumed_in_tensorflow(tf, tmp_path):

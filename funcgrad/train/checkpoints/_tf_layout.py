@@ -405,12 +405,20 @@ def _describe(dtype: Any, shape: tuple[int, ...]) -> str:
     return f"{np.dtype(dtype).name}{list(shape)}"
 
 
-def read_all(
-    caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[str, Any]]
-) -> dict[str, np.ndarray]:
+def read_all(caller: str, prefix: str, wanted: list[tuple[str, Any]]) -> dict[str, np.ndarray]:
     """``{name: value}`` for each ``(name, like)``: the checkpoint's value of ``like``'s
     dtype and shape (any integer scalar where ``like`` is ``None``: ``global_step``).
-    Every name missing or of another dtype or shape is reported in one ``ValueError``."""
+    Every name missing or of another dtype or shape is reported in one ``ValueError``;
+    a damaged file is a ``CheckpointFormatError`` that names ``caller``."""
+    try:
+        return _read_all(caller, _tf_bundle.BundleReader(prefix), wanted)
+    except _tf_bundle.CheckpointFormatError as error:  # a damaged file: say who read it
+        raise _tf_bundle.CheckpointFormatError(f"{caller}: {error}") from None
+
+
+def _read_all(
+    caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[str, Any]]
+) -> dict[str, np.ndarray]:
     missing: list[str] = []
     wrong: list[str] = []
     out: dict[str, np.ndarray] = {}

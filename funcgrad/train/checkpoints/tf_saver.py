@@ -226,10 +226,7 @@ def restore_tf_checkpoint(
         return None if item.what in ("global_step", "good_steps") else view.value(item)
 
     wanted = [(i.name, like(i)) for i in items if i.name is not None]
-    try:
-        values = _tf_layout.read_all(caller, _tf_bundle.BundleReader(prefix), wanted)
-    except _tf_bundle.CheckpointFormatError as error:  # a damaged file: say who read it
-        raise _tf_bundle.CheckpointFormatError(f"{caller}: {error}") from None
+    values = _tf_layout.read_all(caller, prefix, wanted)
     variables = list(view.flat.variables)
     averages = list(view.averages.variables) if view.averages is not None else []
     slots = [[list(leaves) for leaves, _ in part_slots] for part_slots in view.slots]
