@@ -39,8 +39,8 @@ from funcgrad._core import differentiate as _differentiate
 from funcgrad._types import is_array
 from funcgrad._types import replace_at
 from funcgrad.gradients import gradients
-from funcgrad.train import _tf_layout
 from funcgrad.train._var_list import VarList
+from funcgrad.train.checkpoints import _tf_layout
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.state import TrainState
 

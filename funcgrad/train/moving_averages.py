@@ -23,7 +23,7 @@ from funcgrad import _checks
 from funcgrad._types import PyTree
 from funcgrad._types import Schedule
 from funcgrad._types import is_array
-from funcgrad.train._inject import check_schedule
+from funcgrad.train.schedules._inject import check_schedule
 
 __all__ = ["EmaState", "ExponentialMovingAverage"]
 
