@@ -49,6 +49,27 @@ def _assert_same(got, expected, rtol=2e-5, atol=1e-6):
             np.testing.assert_allclose(got[name], want, rtol=rtol, atol=bound, err_msg=name)
 
 
+def _tf_loop(tf, prefix, restore, save_after, ops, before_save=None):
+    """In the graph built: TensorFlow's default ``Saver()``; from the checkpoint at
+    ``prefix`` (``restore``) 3 steps, else 6 steps from the initializers, saving at
+    ``prefix`` before step ``save_after`` (after running ``before_save``).  A step runs
+    each of ``ops`` in turn.  Returns the prefix of the save after the last step."""
+    v1 = tf.compat.v1
+    saver = v1.train.Saver()
+    with v1.Session() as sess:
+        sess.run(v1.global_variables_initializer())
+        if restore:
+            saver.restore(sess, prefix)
+        for step in range(3 if restore else 6):
+            if step == save_after:
+                if before_save is not None:
+                    sess.run(before_save)
+                saver.save(sess, prefix)
+            for op in ops:
+                sess.run(op)
+        return saver.save(sess, prefix + "-end")
+
+
 # The GAN: D and G trained in turn by two Adams, both advancing an int32 global_step.
 
 
@@ -79,18 +100,8 @@ def _tf_gan(tf, prefix, restore, save_after):
         d_op = v1.train.AdamOptimizer(lr).minimize(d_loss, global_step, var_list=[d])
         g_op = v1.train.AdamOptimizer(lr, beta1=0.5).minimize(g_loss, global_step, var_list=[g])
         ema_op = v1.train.ExponentialMovingAverage(DECAY, num_updates=global_step).apply([d, g])
-        saver = v1.train.Saver()
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            if restore:
-                saver.restore(sess, prefix)
-            for step in range(3 if restore else 6):
-                if step == save_after:
-                    sess.run(lr.assign(LR_EPOCH_2))
-                    saver.save(sess, prefix)
-                for op in (d_op, g_op, ema_op):
-                    sess.run(op)
-            return saver.save(sess, prefix + "-end")
+        epoch_2 = lr.assign(LR_EPOCH_2)
+        return _tf_loop(tf, prefix, restore, save_after, [d_op, g_op, ema_op], epoch_2)
 
 
 _GROUP = fg.train.OptimizerGroup(
@@ -190,16 +201,7 @@ def _tf_half(tf, prefix, restore, save_after):
         train_op = v1.mixed_precision.MixedPrecisionLossScaleOptimizer(opt, scale).minimize(
             loss, global_step
         )
-        saver = v1.train.Saver()
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            if restore:
-                saver.restore(sess, prefix)
-            for step in range(3 if restore else 6):
-                if step == save_after:
-                    saver.save(sess, prefix)
-                sess.run(train_op)
-            return saver.save(sess, prefix + "-end")
+        return _tf_loop(tf, prefix, restore, save_after, [train_op])
 
 
 _half_step = jax.jit(lambda s: _LSO.minimize(_half_loss, s)[0])

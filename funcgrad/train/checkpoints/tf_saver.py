@@ -51,7 +51,6 @@ import math
 import os
 from collections.abc import Mapping
 from typing import Any
-from typing import overload
 
 import jax
 import jax.numpy as jnp
@@ -105,23 +104,6 @@ def _place(value: np.ndarray, like: Any) -> jax.Array:
     return array
 
 
-_Restored = tuple[TrainState, EmaState | None, dict[str, jax.Array]]
-
-
-@overload
-def restore_tf_checkpoint(
-    path: str | os.PathLike[str],
-    state: TrainState,
-    optimizer: Any,
-    name_map: Mapping[str, str | None] | None = None,
-    var_list: VarList = None,
-    *,
-    ema_state: None = None,
-    extras: None = None,
-) -> TrainState: ...
-
-
-@overload
 def restore_tf_checkpoint(
     path: str | os.PathLike[str],
     state: TrainState,
@@ -131,19 +113,7 @@ def restore_tf_checkpoint(
     *,
     ema_state: EmaState | None = None,
     extras: Mapping[str, Any] | None = None,
-) -> _Restored: ...
-
-
-def restore_tf_checkpoint(
-    path: str | os.PathLike[str],
-    state: TrainState,
-    optimizer: Any,
-    name_map: Mapping[str, str | None] | None = None,
-    var_list: VarList = None,
-    *,
-    ema_state: EmaState | None = None,
-    extras: Mapping[str, Any] | None = None,
-) -> TrainState | _Restored:
+) -> Any:
     """The ``TrainState`` a TensorFlow 1.x ``tf.train.Saver`` checkpoint holds.
 
     Reads the variables by the names :func:`~funcgrad.train.variable_names` gives, the
@@ -191,7 +161,8 @@ def restore_tf_checkpoint(
       The restored ``TrainState``: params, slots, loss scale and ``global_step`` from
       the checkpoint, each array where ``state``'s is (same sharding).  With
       ``ema_state`` or ``extras``: a tuple ``(state, ema_state, extras)`` of the
-      restored ``TrainState``, ``EmaState`` (``None`` if not asked) and dict of arrays.
+      restored ``TrainState``, ``EmaState`` (``None`` if not asked) and dict of arrays
+      (so the annotation is ``Any``).
 
     Raises:
       FileNotFoundError: there is no checkpoint at ``path``.
