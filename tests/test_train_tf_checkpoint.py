@@ -457,6 +457,14 @@ def test_composition_errors(momentum_ckpt, tmp_path) -> None:
                    extras={"lr": "0.1"})  # fmt: skip
     with pytest.raises(ValueError, match=r"global_step_dtype=<class 'numpy.int16'>; pass np.int64"):
         fg.train.save_tf_checkpoint(str(tmp_path / "x"), state, opt, global_step_dtype=np.int16)
+    with pytest.raises(ValueError, match=r"global_step_dtype='float32'; pass np.int64"):
+        fg.train.save_tf_checkpoint(str(tmp_path / "x"), state, opt, global_step_dtype="float32")
+    prefix = fg.train.save_tf_checkpoint(
+        str(tmp_path / "j"), state, opt, global_step_dtype=jnp.int32
+    )
+    assert _tf_bundle.BundleReader(prefix).read("global_step").dtype == np.int32
+    with pytest.raises(ValueError, match=r"'W' and 'W' share the TensorFlow name 'W'"):
+        fg.train.save_tf_checkpoint(str(tmp_path / "e"), state, opt, extras={"W": jnp.zeros(1)})
     outer = fg.train.LossScaleOptimizer(fg.train.Optimizer(optax.sgd(0.1)))
     with pytest.raises(TypeError, match=r"a LossScaleOptimizer, has no TensorFlow 1\.x names"):
         fg.train.save_tf_checkpoint(str(tmp_path / "x"), outer.init(PARAMS), outer)

@@ -337,7 +337,7 @@ def _check_names(
     for name, shared in by_name.items():
         if len(shared) < 2:
             continue
-        if len({item.key for item in shared}) == 1 and shared[0].what == "variable":
+        if all(item.what == "variable" for item in shared) and len({i.key for i in shared}) == 1:
             where = " and ".join(paths[item.leaf] for item in shared)
             clashes.append(
                 f"{where} are both named {shared[0].key!r} (rename a key of params so that "

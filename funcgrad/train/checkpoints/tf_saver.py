@@ -346,11 +346,10 @@ def save_tf_checkpoint(
             f"{caller}: path {prefix!r} is a directory; pass a prefix in it, e.g. "
             f"{os.path.join(prefix, 'model.ckpt-' + str(int(state.global_step)))!r}."
         )
-    step_dtype = (
-        np.dtype(global_step_dtype)
-        if global_step_dtype in (np.int32, np.int64, "int32", "int64")
-        else None
-    )
+    try:
+        step_dtype = np.dtype(global_step_dtype)
+    except TypeError:
+        step_dtype = None
     if step_dtype not in _GLOBAL_STEP_DTYPES:
         raise ValueError(
             f"{caller}: global_step_dtype={global_step_dtype!r}; pass np.int64 (the dtype "
