@@ -129,6 +129,7 @@ class Item(NamedTuple):
 
 
 def get(node: Any, path: tuple[int | str, ...]) -> Any:
+    """The subtree of ``node`` at ``path`` (tuple indices, field names, dict keys)."""
     for step in path:
         node = (
             node[step] if isinstance(step, int) or isinstance(node, dict) else getattr(node, step)
