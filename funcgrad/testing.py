@@ -1,4 +1,5 @@
-"""Is a gradient right?  TensorFlow's ``compute_gradient``, and derivatives against differences.
+"""Is a gradient right?  TensorFlow's ``compute_gradient``, derivatives against differences,
+and a port's state against TensorFlow's checkpoint.
 
 :func:`compute_gradient` is ``tf.compat.v1.test.compute_gradient``: for each input, the
 Jacobian that funcgrad differentiates (``fg.gradients``, one cotangent per output
@@ -8,9 +9,13 @@ in reverse and/or forward mode, for first and second derivatives, and names the 
 element when they do not: the check for a hand-written ``fg.custom_gradient``, a
 registered or overridden gradient, or a ``py_func``'s NumPy ``grad``.
 
-Both evaluate ``f`` many times and compare the numbers on the host, so they run outside
-``jax.jit`` and ``jax.vmap`` (given traced values, they raise ``TypeError``); ``f``
-itself is jitted, so it must be traceable by ``jax.jit``.
+:func:`compare_tf_checkpoint` is the check of a whole port: a TensorFlow 1.x checkpoint
+and a funcgrad state (with its optimizer, group or moving averages) compared variable by
+variable and slot by slot, by TensorFlow's names.
+
+The gradient checks evaluate ``f`` many times and compare the numbers on the host, so
+they run outside ``jax.jit`` and ``jax.vmap`` (given traced values, they raise
+``TypeError``); ``f`` itself is jitted, so it must be traceable by ``jax.jit``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,8 +39,12 @@ from funcgrad._core import differentiate as _differentiate
 from funcgrad._types import is_array
 from funcgrad._types import replace_at
 from funcgrad.gradients import gradients
+from funcgrad.train._var_list import VarList
+from funcgrad.train.checkpoints import _tf_layout
+from funcgrad.train.moving_averages import EmaState
+from funcgrad.train.state import TrainState
 
-__all__ = ["check_gradients", "compute_gradient"]
+__all__ = ["check_gradients", "compare_tf_checkpoint", "compute_gradient"]
 
 _MODES = ("rev", "fwd")
 _TF_DELTA = 1e-3  # tf.compat.v1.test.compute_gradient's default delta
@@ -442,3 +453,110 @@ def _positive(caller: str, name: str, value: Any) -> float:
             f"{caller}: {name} must be positive and finite, got {value!r}; pass e.g. {name}=1e-3."
         )
     return float(value)
+
+
+def compare_tf_checkpoint(
+    path: str | os.PathLike[str],
+    state: TrainState,
+    optimizer: Any,
+    *,
+    ema_state: EmaState | None = None,
+    extras: Mapping[str, Any] | None = None,
+    name_map: Mapping[str, str | None] | None = None,
+    var_list: VarList = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> dict[str, float]:
+    """Check a port: a TensorFlow 1.x checkpoint against a funcgrad state, name by name.
+
+    Every value that :func:`~funcgrad.train.save_tf_checkpoint` would write for
+    ``state`` — each variable, each slot of each optimizer (``W/Adam``, ``W/Adam_2``),
+    Adam's ``beta1_power`` (from the step count), a loss scale, ``global_step``, the
+    moving averages of ``ema_state`` and the ``extras`` — is compared with the
+    checkpoint's value of that name: floats to ``atol + rtol * |TensorFlow's|``, integers
+    exactly.  The loop it ends: train N steps in TensorFlow and save, restore that into
+    funcgrad, train N more steps in both, save TensorFlow's, compare.  Not under
+    ``jax.jit`` (it reads files).
+
+    Args:
+      path: the checkpoint prefix (or its ``.index``, or a directory: its latest).
+      state: the funcgrad state to check.
+      optimizer: what made ``state``, as ``restore_tf_checkpoint`` takes it (a TF1
+        optimizer, an ``OptimizerGroup``, a ``LossScaleOptimizer``).
+      ema_state: moving averages to compare with ``<name>/ExponentialMovingAverage``.
+      extras: other variables, TensorFlow name to array.
+      name_map: funcgrad names to the checkpoint's, as ``restore_tf_checkpoint`` takes it.
+      var_list: the variables TensorFlow trained (slots of the others are not compared).
+      rtol: relative tolerance, positive.
+      atol: absolute tolerance, positive.
+
+    Returns:
+      The largest absolute difference of each TensorFlow name, largest first.
+
+    Raises:
+      AssertionError: a value differs beyond the tolerance: the message names the worst
+        one by its TensorFlow name (and funcgrad's), its element, both values, and how
+        many differ.
+      ValueError, TypeError, FileNotFoundError: as ``restore_tf_checkpoint`` (a name
+        missing in the checkpoint, a dtype or shape that differs, no checkpoint), or a
+        tolerance that is not a positive number.
+
+    Example:
+      >>> import tempfile
+      >>> opt = fg.train.AdamOptimizer(0.1)
+      >>> loss = lambda p: jnp.sum(p["W"] ** 2)
+      >>> state, _ = opt.minimize(loss, opt.init({"W": jnp.ones(2)}))
+      >>> prefix = fg.train.save_tf_checkpoint(tempfile.mkdtemp() + "/model.ckpt-1", state, opt)
+      >>> report = fg.testing.compare_tf_checkpoint(prefix, state, opt)
+      >>> list(report)
+      ['W', 'W/Adam', 'W/Adam_1', 'beta1_power', 'beta2_power', 'global_step']
+      >>> ahead, _ = opt.minimize(loss, state)
+      >>> fg.testing.compare_tf_checkpoint(prefix, ahead, opt)
+      Traceback (most recent call last):
+      ...
+      AssertionError: fg.testing.compare_tf_checkpoint(path, state, optimizer): 6 of 6 values ...
+    """
+    caller = "fg.testing.compare_tf_checkpoint(path, state, optimizer)"
+    tol = _Tolerance(_positive(caller, "atol", atol), _positive(caller, "rtol", rtol), 0.0)
+    items, parts, _ = _tf_layout.plan(
+        caller, state, optimizer, name_map, var_list, ema_state, extras
+    )
+    prefix = _tf_layout.checkpoint_prefix(caller, path)
+    view = _tf_layout.View(state, parts, ema_state, extras)
+    ours = {item.name: np.asarray(view.value(item)) for item in items if item.name is not None}
+    counts = {item.name for item in items if item.what in ("global_step", "good_steps")}
+    wanted = [(name, None if name in counts else value) for name, value in ours.items()]
+    theirs = _tf_layout.read_all(caller, prefix, wanted)
+    keys = {item.name: item.key for item in items}
+    differences: dict[str, float] = {}
+    failing: list[tuple[float, str]] = []
+    for name, value in ours.items():
+        got, want = value.astype(np.float64), theirs[name].astype(np.float64)
+        error = np.abs(got - want)
+        allowed = 0.0 if name in counts else tol.atol + tol.rtol * np.abs(want)
+        differences[name] = float(np.max(error, initial=0.0))
+        bad = np.asarray(~(error <= allowed))  # NaN fails
+        if bad.any():
+            ratio = np.where(np.isnan(error), np.inf, error / np.maximum(allowed, 1e-300))
+            flat = int(np.argmax(ratio))
+            where = _at(repr(name), want.shape, flat)
+            failing.append(
+                (
+                    float(np.ravel(ratio)[flat]),
+                    f"{where} (funcgrad's {keys[name]!r}) is {np.ravel(got)[flat]:.8g} here and "
+                    f"{np.ravel(want)[flat]:.8g} in the checkpoint, off by "
+                    f"{np.ravel(error)[flat]:.3g} ({int(bad.sum())} of {bad.size} elements)",
+                )
+            )
+    if failing:
+        failing.sort(reverse=True)
+        others = [line.split(" (funcgrad", 1)[0] for _, line in failing[1:6]]
+        also = f"; also {', '.join(others)}{' ...' if len(failing) > 6 else ''}" if others else ""
+        raise AssertionError(
+            f"{caller}: {len(failing)} of {len(ours)} values differ beyond atol + rtol * "
+            f"|TensorFlow's| (atol={tol.atol:.3g}, rtol={tol.rtol:.3g}); the worst, "
+            f"{failing[0][1]}{also}.  Find where the port first departs: compare after one "
+            "step, then check that variable's loss terms and the optimizer's arguments; "
+            "pass a larger rtol or atol only when the difference is rounding."
+        )
+    return dict(sorted(differences.items(), key=lambda kv: -kv[1]))

@@ -355,3 +355,74 @@ def test_bad_inputs(call, error, match):
 def test_bad_options(options, error, match):
     with pytest.raises(error, match=r"fg\.testing\.check_gradients\(f, xs\): " + match):
         fg.testing.check_gradients(jnp.sin, X, **options)
+
+
+# --- compare_tf_checkpoint ---------------------------------------------------------------
+
+_GAN = {"D": jnp.array([0.5, -1.0]), "G": jnp.array([[1.0, 2.0], [0.5, -0.5]])}
+
+
+def _gan_loss(p):
+    return jnp.sum(jnp.tanh(p["G"] @ p["D"]) ** 2)
+
+
+def _gan_group():
+    return fg.train.OptimizerGroup(
+        D=(fg.train.AdamOptimizer(0.1), ["D"]), G=(fg.train.AdamOptimizer(0.05), ["G"])
+    )
+
+
+def _gan_steps(group, state, steps):
+    for _ in range(steps):
+        state = group["D"].minimize(_gan_loss, state)[0]
+        state = group["G"].minimize(lambda p: -_gan_loss(p), state)[0]
+    return state
+
+
+def test_compare_tf_checkpoint_passes_a_right_port(tmp_path):
+    group = _gan_group()
+    state = _gan_steps(group, group.init(_GAN), 3)
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, group)
+    report = fg.testing.compare_tf_checkpoint(prefix, state, group)
+    assert set(report) == {
+        "D", "D/Adam", "D/Adam_1", "G", "G/Adam", "G/Adam_1", "beta1_power", "beta2_power",
+        "beta1_power_1", "beta2_power_1", "global_step",
+    }  # fmt: skip
+    assert all(difference == 0.0 for difference in report.values())
+
+
+def test_compare_tf_checkpoint_catches_one_slot_off_by_one_step(tmp_path):
+    group = _gan_group()
+    state = _gan_steps(group, group.init(_GAN), 3)
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, group)
+    ahead = _gan_steps(group, state, 1)
+    g = state.opt_state["G"]
+    moment = g.inner_state[0]._replace(mu=ahead.opt_state["G"].inner_state[0].mu)
+    wrong = state._replace(opt_state={**state.opt_state, "G": g._replace(
+        inner_state=(moment, *g.inner_state[1:]))})  # fmt: skip
+    with pytest.raises(
+        AssertionError,
+        match=r"1 of 11 values differ beyond .*the worst, 'G/Adam'\[\d, \d\] \(funcgrad's "
+        r"'G/Adam'\) is .* here and .* in the checkpoint.*compare after one step",
+    ):
+        fg.testing.compare_tf_checkpoint(prefix, wrong, group)
+    # The step count alone off by one: Adam's beta powers say so.
+    count = g.inner_state[0]._replace(step=g.inner_state[0].step + 1)
+    wrong = state._replace(opt_state={**state.opt_state, "G": g._replace(
+        inner_state=(count, *g.inner_state[1:]))})  # fmt: skip
+    with pytest.raises(AssertionError, match=r"2 of 11 .*'beta\d_power_1'"):
+        fg.testing.compare_tf_checkpoint(prefix, wrong, group)
+
+
+def test_compare_tf_checkpoint_bad_input(tmp_path):
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    state = opt.init({"W": jnp.ones(2)})
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, opt)
+    with pytest.raises(ValueError, match=r"rtol must be positive and finite, got 0; pass e.g."):
+        fg.testing.compare_tf_checkpoint(prefix, state, opt, rtol=0)
+    with pytest.raises(TypeError, match=r"atol must be a number, got str"):
+        fg.testing.compare_tf_checkpoint(prefix, state, opt, atol="1e-6")
+    with pytest.raises(ValueError, match=r"lacks 'V'.*map the names with name_map"):
+        fg.testing.compare_tf_checkpoint(
+            prefix, opt.init({"W": jnp.ones(2), "V": jnp.ones(1)}), opt
+        )

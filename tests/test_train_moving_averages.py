@@ -145,3 +145,34 @@ def test_bad_params_and_steps() -> None:
         ValueError, match=r"params\['w'\] is bfloat16\[2\], its average float32\[2\]"
     ):
         ema.apply(ema.init(params), {"w": jnp.zeros(2, jnp.bfloat16)})
+
+
+def test_a_decay_schedule_reads_the_step_passed() -> None:
+    ema = fg.train.ExponentialMovingAverage(lambda step: jnp.where(step < 3, 0.5, 0.9))
+    state = ema.init(jnp.zeros(2))
+    apply = jax.jit(ema.apply)
+    for step in range(1, 5):
+        state = apply(state, jnp.full(2, 10.0), step=jnp.int32(step))
+    # float64 reference: decays 0.5, 0.5 (steps 1, 2), then 0.9, 0.9.
+    want = _reference(0.9, [10.0] * 2, _reference(0.5, [10.0] * 2, 0.0)[-1])[-1]
+    np.testing.assert_allclose(state.average, [want, want], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("decay", "step", "error", "match"),
+    [
+        pytest.param(
+            lambda s: jnp.ones(2), 1, TypeError, r"decay\(step\) returns .* not one", id="vector"
+        ),
+        pytest.param(
+            lambda s, t: s, 1, TypeError, "decay is a function that fails as schedule", id="arity"
+        ),
+        pytest.param(
+            lambda s: 0.9, None, ValueError, "a decay schedule needs the step; pass", id="no_step"
+        ),
+    ],
+)
+def test_bad_decay_schedules(decay, step, error, match) -> None:
+    with pytest.raises(error, match=match):
+        ema = fg.train.ExponentialMovingAverage(decay)
+        ema.apply(ema.init(jnp.zeros(1)), jnp.ones(1), step=step)

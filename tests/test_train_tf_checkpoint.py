@@ -343,7 +343,8 @@ def test_save_errors(momentum_ckpt, tmp_path) -> None:
     ):
         fg.train.save_tf_checkpoint(tmp_path, state, opt)
     with pytest.raises(
-        ValueError, match=r"gives \['W', 'W/Momentum'\] to two values each; nothing was written"
+        ValueError,
+        match=r"'W' and 'layer1/bias' share the TensorFlow name 'W'.*nothing was read or written",
     ):
         fg.train.save_tf_checkpoint(str(tmp_path / "x"), state, opt, name_map={"layer1/bias": "W"})
     assert not (tmp_path / "x.index").exists()
@@ -352,3 +353,118 @@ def test_save_errors(momentum_ckpt, tmp_path) -> None:
     with pytest.raises(TypeError, match="'W' is float8_e4m3fn, which a TensorFlow checkpoint"):
         fg.train.save_tf_checkpoint(str(tmp_path / "x"), fp8, sgd)
     assert not (tmp_path / "x.index").exists()
+
+
+# Compositions: a group, a loss scale, moving averages, global_step's dtype, extras.
+
+
+def _names(prefix):
+    return sorted(_tf_bundle.BundleReader(prefix).entries)
+
+
+def test_group_slots_numbered_as_tensorflow_numbers_them(tmp_path) -> None:
+    group = fg.train.OptimizerGroup(
+        a=fg.train.AdamOptimizer(0.1), b=(fg.train.AdamOptimizer(0.2), ["W"])
+    )
+    state = group["a"].minimize(_loss, group.init(PARAMS), X)[0]
+    state = group["b"].minimize(_loss, state, X)[0]
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, group)
+    assert _names(prefix) == [
+        "W", "W/Adam", "W/Adam_1", "W/Adam_2", "W/Adam_3", "beta1_power", "beta1_power_1",
+        "beta2_power", "beta2_power_1", "global_step", "layer1/bias", "layer1/bias/Adam",
+        "layer1/bias/Adam_1",
+    ]  # fmt: skip
+    restored = fg.train.restore_tf_checkpoint(prefix, group.init(PARAMS), group)
+    chex.assert_trees_all_equal(restored, state)
+    assert int(restored.opt_state["b"].inner_state[0].step) == 1  # its own count
+
+
+def test_loss_scale_and_int32_global_step(tmp_path) -> None:
+    opt = fg.train.LossScaleOptimizer(fg.train.MomentumOptimizer(0.1, 0.9), initial_scale=8.0)
+    state = _train(opt, opt.init(PARAMS), 2)
+    prefix = fg.train.save_tf_checkpoint(
+        str(tmp_path / "m"), state, opt, global_step_dtype=np.int32
+    )
+    reader = _tf_bundle.BundleReader(prefix)
+    assert reader.read("global_step").dtype == np.int32
+    assert reader.read("good_steps").dtype == np.int64
+    assert float(reader.read("current_loss_scale")) == 8.0
+    restored = fg.train.restore_tf_checkpoint(prefix, opt.init(PARAMS), opt)
+    chex.assert_trees_all_equal(restored, state)
+    fixed = fg.train.LossScaleOptimizer(fg.train.MomentumOptimizer(0.1, 0.9), dynamic=False)
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "f"), fixed.init(PARAMS), fixed)
+    assert "current_loss_scale" not in _names(prefix)  # TensorFlow's fixed scale: no variable
+
+
+def test_moving_averages_and_extras_round_trip(tmp_path) -> None:
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    ema = fg.train.ExponentialMovingAverage(0.9)
+    state = _train(opt, opt.init(PARAMS), 1)
+    ema_state = ema.apply(ema.init(PARAMS), state.params)
+    rate = {"learning_rate": jnp.float32(0.05)}
+    prefix = fg.train.save_tf_checkpoint(
+        str(tmp_path / "m"), state, opt, ema_state=ema_state, extras=rate
+    )
+    assert "W/ExponentialMovingAverage" in _names(prefix)
+    restored = fg.train.restore_tf_checkpoint(
+        prefix,
+        opt.init(PARAMS),
+        opt,
+        ema_state=ema.init(PARAMS),
+        extras={"learning_rate": jnp.float32(0)},
+    )
+    chex.assert_trees_all_equal(restored, (state, ema_state, rate))
+    alone = fg.train.restore_tf_checkpoint(prefix, opt.init(PARAMS), opt)  # a TrainState
+    chex.assert_trees_all_equal(alone, state)
+
+
+def test_two_leaves_with_one_name_are_refused(tmp_path) -> None:
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    params = {"layer1": {"bias": jnp.zeros(2)}, "layer1/bias": jnp.ones(2)}
+    match = (
+        r"params\['layer1'\]\['bias'\] and params\['layer1/bias'\] are both named "
+        r"'layer1/bias' \(rename a key of params.*nothing was read or written"
+    )
+    with pytest.raises(ValueError, match=match):
+        fg.train.save_tf_checkpoint(str(tmp_path / "m"), opt.init(params), opt)
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), opt.init(PARAMS), opt)
+    _restore_fails(ValueError, match, prefix, opt.init(params), opt)
+
+
+@pytest.mark.parametrize("name", ["\0W", "W\udc80"], ids=["nul", "surrogate"])
+def test_names_a_checkpoint_cannot_hold(name, tmp_path) -> None:
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    with pytest.raises(ValueError, match=r"start with NUL or are not UTF-8 text.*name_map"):
+        fg.train.save_tf_checkpoint(
+            str(tmp_path / "m"), opt.init(PARAMS), opt, name_map={"W": name}
+        )
+    assert not os.listdir(tmp_path)
+
+
+def test_composition_errors(momentum_ckpt, tmp_path) -> None:
+    opt, state, prefix = momentum_ckpt
+    group = fg.train.OptimizerGroup(a=opt)
+    with pytest.raises(ValueError, match="each have their own var_list; leave var_list out"):
+        fg.train.restore_tf_checkpoint(prefix, group.init(PARAMS), group, var_list=["W"])
+    debiased = fg.train.ExponentialMovingAverage(0.9, zero_debias=True).init(PARAMS)
+    _restore_fails(
+        ValueError, "zero_debias=True, which TensorFlow ignores", prefix, state, opt,
+        ema_state=debiased,
+    )  # fmt: skip
+    _restore_fails(TypeError, "ema_state is a dict, not an EmaState", prefix, state, opt,
+                   ema_state=PARAMS)  # fmt: skip
+    _restore_fails(TypeError, "extras must map TensorFlow names to arrays", prefix, state, opt,
+                   extras={"lr": "0.1"})  # fmt: skip
+    with pytest.raises(ValueError, match=r"global_step_dtype=<class 'numpy.int16'>; pass np.int64"):
+        fg.train.save_tf_checkpoint(str(tmp_path / "x"), state, opt, global_step_dtype=np.int16)
+    with pytest.raises(ValueError, match=r"global_step_dtype='float32'; pass np.int64"):
+        fg.train.save_tf_checkpoint(str(tmp_path / "x"), state, opt, global_step_dtype="float32")
+    prefix = fg.train.save_tf_checkpoint(
+        str(tmp_path / "j"), state, opt, global_step_dtype=jnp.int32
+    )
+    assert _tf_bundle.BundleReader(prefix).read("global_step").dtype == np.int32
+    with pytest.raises(ValueError, match=r"'W' and 'W' share the TensorFlow name 'W'"):
+        fg.train.save_tf_checkpoint(str(tmp_path / "e"), state, opt, extras={"W": jnp.zeros(1)})
+    outer = fg.train.LossScaleOptimizer(fg.train.Optimizer(optax.sgd(0.1)))
+    with pytest.raises(TypeError, match=r"a LossScaleOptimizer, has no TensorFlow 1\.x names"):
+        fg.train.save_tf_checkpoint(str(tmp_path / "x"), outer.init(PARAMS), outer)

@@ -34,12 +34,19 @@ __all__ = ["OptimizerGroup"]
 
 
 class _Member(Optimizer):
-    """One optimizer of an :class:`OptimizerGroup`: its slots are ``opt_state[name]``."""
+    """One optimizer of an :class:`OptimizerGroup`: its slots are ``opt_state[name]``.
 
-    def __init__(self, group: OptimizerGroup, name: str, tx: Any, var_list: VarList) -> None:
-        super().__init__(tx)
+    ``optimizer`` is the optimizer it was built from (its kind names its slots in a
+    TensorFlow checkpoint).
+    """
+
+    def __init__(
+        self, group: OptimizerGroup, name: str, optimizer: Optimizer, var_list: VarList
+    ) -> None:
+        super().__init__(optimizer.tx)
         self.group = group
         self.name = name
+        self.optimizer = optimizer
         self.var_list = var_list
 
     def _caller(self, method: str) -> str:
@@ -131,7 +138,7 @@ class OptimizerGroup(Mapping[str, Optimizer]):
         for name, entry in optimizers.items():
             opt, var_list = entry if isinstance(entry, tuple) and len(entry) == 2 else (entry, None)
             if isinstance(opt, Optimizer) and hasattr(opt, "tx"):  # not a LossScaleOptimizer
-                members[name] = _Member(self, name, opt.tx, var_list)
+                members[name] = _Member(self, name, opt, var_list)
             else:
                 problems.append(f"{name}= is {type(entry).__name__}")
         _checks.raise_collected(

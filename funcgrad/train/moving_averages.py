@@ -21,7 +21,9 @@ import numpy as np
 
 from funcgrad import _checks
 from funcgrad._types import PyTree
+from funcgrad._types import Schedule
 from funcgrad._types import is_array
+from funcgrad.train.schedules._inject import check_schedule
 
 __all__ = ["EmaState", "ExponentialMovingAverage"]
 
@@ -90,8 +92,18 @@ class ExponentialMovingAverage:
     keep the averages of low-precision parameters in float32 by averaging
     ``jax.tree.map(lambda p: p.astype(jnp.float32), params)``.
 
+    A decay that changes while training — TensorFlow takes a tensor, e.g.
+    ``tf.where(global_step < 1000, 0.99, 0.999)`` — is a ``schedule(step)``: :math:`d` is
+    then ``decay(step)`` at the ``step`` passed to :meth:`apply` (the global step after
+    the training step, as TensorFlow's tensor reads it under the usual
+    ``control_dependencies``): ``fg.train.piecewise_constant([1000], [0.99, 0.999])``
+    for TensorFlow's ``piecewise_constant(global_step, [1000], [0.99, 0.999])``, or any
+    function of the step.  Its values are not checked (they are traced): keep them in
+    ``[0, 1)``.
+
     Args:
-      decay: :math:`d`, in ``[0, 1)`` and below 1 in float32 (``0.999``, ``0.9999``).
+      decay: :math:`d`, in ``[0, 1)`` and below 1 in float32 (``0.999``, ``0.9999``), or a
+        ``schedule(step)`` giving it.
       num_updates: let :math:`\delta` follow the step :math:`s` passed to
         :meth:`apply` (TensorFlow's ``num_updates=global_step``): averages move fast
         early in training.
@@ -99,7 +111,8 @@ class ExponentialMovingAverage:
 
     Raises:
       ValueError: ``decay`` is out of range, or rounds to 1 in float32.
-      TypeError: ``decay`` is not a number, or a flag is not a bool.
+      TypeError: ``decay`` is not a number or a schedule of one floating scalar, or a
+        flag is not a bool.
 
     Example:
       >>> ema = fg.train.ExponentialMovingAverage(0.5)
@@ -110,13 +123,18 @@ class ExponentialMovingAverage:
       3.0
     """
 
-    def __init__(self, decay: float, num_updates: bool = False, zero_debias: bool = False) -> None:
+    def __init__(
+        self, decay: float | Schedule, num_updates: bool = False, zero_debias: bool = False
+    ) -> None:
         caller = "fg.train.ExponentialMovingAverage(decay, num_updates, zero_debias)"
-        if not _checks.is_real_number(decay):
+        if callable(decay):
+            check_schedule(caller, "decay", decay, "pass a number such as 0.999 or a schedule")
+        elif not _checks.is_real_number(decay):
             raise TypeError(
-                f"{caller}: decay must be a Python number, got {decay!r}; pass e.g. 0.999."
+                f"{caller}: decay must be a Python number or a schedule(step), got {decay!r}; "
+                "pass e.g. 0.999."
             )
-        if not (math.isfinite(decay) and 0 <= decay < 1 and np.float32(decay) < 1):
+        elif not (math.isfinite(decay) and 0 <= decay < 1 and np.float32(decay) < 1):
             raise ValueError(
                 f"{caller}: decay must be in [0, 1) and below 1 in float32 (TensorFlow's "
                 f"dtype for it), got {decay!r}; pass e.g. 0.999 or 0.9999."
@@ -128,9 +146,13 @@ class ExponentialMovingAverage:
                 f"{caller}: {', '.join(not_bools)} must be True or False; pass the step to "
                 "apply(ema_state, params, step=state.global_step) when num_updates=True."
             )
-        self.decay = float(decay)
+        self.decay = decay if callable(decay) else float(decay)
         self.num_updates = num_updates
         self.zero_debias = zero_debias
+
+    @property
+    def _needs_step(self) -> bool:
+        return self.num_updates or callable(self.decay)
 
     def init(self, params: PyTree) -> EmaState:
         """The state before any update: averages equal to ``params`` (zeros with
@@ -163,7 +185,8 @@ class ExponentialMovingAverage:
         Args:
           ema_state: the state :meth:`init` or the previous ``apply`` returned.
           params: the parameters after the step, structured as the averages.
-          step: with ``num_updates=True``, the global step *after* the training step
+          step: with ``num_updates=True`` or a decay schedule, the global step *after*
+            the training step
             (``state.global_step`` of the state ``minimize`` returned), which
             TensorFlow's usual ``with tf.control_dependencies([train_op]):
             ema.apply(...)`` reads; an integer.  Leave it out otherwise.
@@ -172,8 +195,9 @@ class ExponentialMovingAverage:
           The new :class:`EmaState`.
 
         Raises:
-          ValueError: ``step`` is missing with ``num_updates=True`` or given without
-            it, or ``params`` differs from the averages in structure, shape or dtype.
+          ValueError: ``step`` is missing with ``num_updates=True`` or a decay schedule,
+            or given without either, or ``params`` differs from the averages in
+            structure, shape or dtype.
           TypeError: ``ema_state`` is not an ``EmaState`` of this average, or ``step``
             is not an integer.
 
@@ -183,10 +207,20 @@ class ExponentialMovingAverage:
           >>> state = ema.apply(state, jnp.float32(10.0), step=jnp.int32(1))
           >>> round(float(state.average), 6)  # decay min(0.9999, 2 / 11)
           8.181818
+          >>> decay = fg.train.piecewise_constant([1], [0.5, 0.75])  # 0.5 to step 1
+          >>> switching = fg.train.ExponentialMovingAverage(decay)
+          >>> state = switching.init(jnp.float32(0.0))
+          >>> state = switching.apply(state, jnp.float32(8.0), step=jnp.int32(1))  # decay 0.5
+          >>> state = switching.apply(state, jnp.float32(8.0), step=jnp.int32(2))  # decay 0.75
+          >>> float(state.average)  # 0 -> 4 -> 5
+          5.0
         """
         caller = "fg.train.ExponentialMovingAverage.apply(ema_state, params, step)"
         self._check(caller, ema_state, params, step)
-        decay = jnp.float32(self.decay)
+        if callable(self.decay):
+            decay = jnp.asarray(self.decay(jnp.asarray(step)), jnp.float32)
+        else:
+            decay = jnp.float32(self.decay)
         if self.num_updates:
             s = jnp.asarray(step).astype(jnp.float32)
             decay = jnp.minimum(decay, (1.0 + s) / (10.0 + s))
@@ -217,16 +251,17 @@ class ExponentialMovingAverage:
                 f"of this average (zero_debias={self.zero_debias}); pass ema.init(params) "
                 "or what the last apply returned (the EMA state first, then the params)."
             )
-        if self.num_updates and step is None:
+        if self._needs_step and step is None:
+            why = "num_updates=True" if self.num_updates else "a decay schedule"
             raise ValueError(
-                f"{caller}: num_updates=True needs the step; pass the global step after the "
+                f"{caller}: {why} needs the step; pass the global step after the "
                 "training step, apply(ema_state, params, step=state.global_step)."
             )
-        if not self.num_updates and step is not None:
+        if not self._needs_step and step is not None:
             raise ValueError(
-                f"{caller}: step={step!r} is given but this average has num_updates=False, "
-                "so its decay does not follow the step; build it with num_updates=True, "
-                "or leave step out."
+                f"{caller}: step={step!r} is given but this average has num_updates=False "
+                "and a fixed decay, so it does not follow the step; build it with "
+                "num_updates=True or decay=schedule(step), or leave step out."
             )
         if step is not None and not _checks.is_integer(step):
             raise TypeError(

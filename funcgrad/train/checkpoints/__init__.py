@@ -8,6 +8,9 @@
 * ``_tf_files``: those files opened, read within bounds and replaced as a pair (its design
   note states what a reader and a killed save can count on); ``_crc32c``: TensorFlow's
   CRC-32C and its mask.
+* ``_tf_layout``: which value of a ``TrainState`` (an optimizer's, a group's, a loss
+  scale's, a moving average's) is which TensorFlow variable name; used by ``tf_saver``
+  and by ``fg.testing.compare_tf_checkpoint``.
 """
 
 from funcgrad.train.checkpoints import orbax

@@ -42,21 +42,7 @@ def check_rate(caller: str, learning_rate: Any) -> None:
         return
     hint = "pass a number such as 0.01 or a schedule(step), e.g. fg.train.exponential_decay"
     if callable(learning_rate):
-        try:
-            out = jax.eval_shape(learning_rate, jax.ShapeDtypeStruct((), jnp.int32))
-        except Exception as error:
-            raise TypeError(
-                f"{caller}: learning_rate is a function that fails as schedule(step) "
-                f"({type(error).__name__}: {error}); {hint}."
-            ) from error
-        if not (
-            isinstance(out, jax.ShapeDtypeStruct)
-            and out.shape == ()
-            and jnp.issubdtype(out.dtype, jnp.floating)
-        ):
-            raise TypeError(
-                f"{caller}: learning_rate(step) returns {out}, not one floating scalar; {hint}."
-            )
+        check_schedule(caller, "learning_rate", learning_rate, hint)
         return
     kind = np.asarray(learning_rate).dtype.kind if not isinstance(learning_rate, str) else "U"
     if kind not in "iuf" or np.ndim(learning_rate) != 0:
@@ -70,6 +56,24 @@ def check_rate(caller: str, learning_rate: Any) -> None:
             f"{caller}: learning_rate must be finite and non-negative, got {value}; pass a "
             "rate such as 0.01."
         )
+
+
+def check_schedule(caller: str, name: str, schedule: Callable[..., Any], hint: str) -> None:
+    """Raise unless ``schedule(step)`` traces at an ``int32`` step to one floating scalar
+    (no computation runs); ``name`` is the argument it was given as."""
+    try:
+        out = jax.eval_shape(schedule, jax.ShapeDtypeStruct((), jnp.int32))
+    except Exception as error:
+        raise TypeError(
+            f"{caller}: {name} is a function that fails as schedule(step) "
+            f"({type(error).__name__}: {error}); {hint}."
+        ) from error
+    if not (
+        isinstance(out, jax.ShapeDtypeStruct)
+        and out.shape == ()
+        and jnp.issubdtype(out.dtype, jnp.floating)
+    ):
+        raise TypeError(f"{caller}: {name}(step) returns {out}, not one floating scalar; {hint}.")
 
 
 class InjectLearningRateState(NamedTuple):

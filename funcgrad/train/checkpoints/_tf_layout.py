@@ -1,0 +1,515 @@
+"""Which value of a ``TrainState`` is which variable of a TensorFlow 1.x checkpoint.
+
+Design note
+-----------
+What it follows: the names TensorFlow 2.21's ``tf.compat.v1.train`` gives the variables
+a TF1 program saves with ``tf.compat.v1.train.Saver()`` (checked by listing
+``tf.compat.v1.train.list_variables`` of checkpoints of such graphs):
+
+* a slot variable is ``<variable>/<optimizer name>``, made unique in the graph:
+  Adam's ``m`` and ``v`` of ``W`` are ``W/Adam`` and ``W/Adam_1``; a second Adam that
+  also trains ``W`` has ``W/Adam_2`` and ``W/Adam_3`` (one that trains other
+  variables only has ``D/Adam``, ``D/Adam_1`` there);
+* a non-slot variable (Adam's ``beta1_power``) is unique in the graph: the second
+  Adam's is ``beta1_power_1``;
+* ``MixedPrecisionLossScaleOptimizer`` with a dynamic scale keeps ``current_loss_scale``
+  (float32) and ``good_steps`` (int64), a second one ``current_loss_scale_1``, ...; a
+  fixed scale keeps nothing;
+* ``ExponentialMovingAverage.apply`` makes ``<variable>/ExponentialMovingAverage``;
+* ``global_step`` is whatever integer variable the graph made (int64 from
+  ``get_or_create_global_step``, int32 from ``tf.Variable(0)``).
+
+What it assumes: the optimizers of an ``OptimizerGroup`` are listed in the order the
+TensorFlow program built their train ops (``minimize`` / ``apply_gradients`` create
+the slots, and so number them); each optimizer creates its slots variable by variable,
+in the order of ``fg.train.variable_names``.  A ``name_map`` covers anything else.
+
+:func:`plan` lists every value as an :class:`Item`; :class:`View` reads an item's value
+from a state as TensorFlow holds it; :func:`read_all` reads and checks the checkpoint's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from funcgrad import _checks
+from funcgrad._types import PyTree
+from funcgrad._types import is_array
+from funcgrad.train import _var_list
+from funcgrad.train._var_list import VarList
+from funcgrad.train._variables import Flat
+from funcgrad.train._variables import is_variable
+from funcgrad.train.checkpoints import _tf_bundle
+from funcgrad.train.group import OptimizerGroup
+from funcgrad.train.moving_averages import EmaState
+from funcgrad.train.names import variable_names
+from funcgrad.train.optimizer import Optimizer
+from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer
+from funcgrad.train.optimizers.tf1 import AdagradOptimizer
+from funcgrad.train.optimizers.tf1 import AdamOptimizer
+from funcgrad.train.optimizers.tf1 import FtrlOptimizer
+from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer
+from funcgrad.train.optimizers.tf1 import MomentumOptimizer
+from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer
+from funcgrad.train.optimizers.tf1 import ProximalGradientDescentOptimizer
+from funcgrad.train.optimizers.tf1 import RMSPropOptimizer
+from funcgrad.train.state import TrainState
+from funcgrad.train.wrappers.loss_scale import LossScaleOptimizer
+
+#: A slot: the path to its tree in the optimizer's ``inner_state`` (tuple indices and
+#: field names), and the sign funcgrad holds it with.
+_Slot = tuple[tuple[int | str, ...], int]
+
+
+class Kind(NamedTuple):
+    """A TF1 optimizer's names: the base of its slots' names (TensorFlow names every slot
+    ``v/<base>``, made unique in the graph as ``v/<base>_1``, ``v/<base>_2``, ...), its
+    slots in TensorFlow's order of creation, and its non-slot variables."""
+
+    base: str
+    slots: tuple[_Slot, ...]
+    non_slots: tuple[str, ...] = ()
+
+
+_RMSPROP = Kind("RMSProp", (((0, "nu"), 1), ((2, "trace"), -1)))
+_RMSPROP_CENTERED = Kind("RMSProp", (((0, "nu"), 1), ((0, "mu"), 1), ((2, "trace"), -1)))
+#: Each TF1 optimizer's names (add a row for a new optimizer or a new state field).
+_KINDS: dict[type, Kind] = {
+    GradientDescentOptimizer: Kind("GradientDescent", ()),
+    ProximalGradientDescentOptimizer: Kind("ProximalGradientDescent", ()),
+    MomentumOptimizer: Kind("Momentum", (((0, "trace"), 1),)),
+    AdamOptimizer: Kind("Adam", (((0, "mu"), 1), ((0, "nu"), 1)), ("beta1_power", "beta2_power")),
+    RMSPropOptimizer: _RMSPROP,
+    AdagradOptimizer: Kind("Adagrad", (((0, "sum_of_squares"), 1),)),
+    AdadeltaOptimizer: Kind("Adadelta", (((0, "e_g"), 1), ((0, "e_x"), 1))),
+    FtrlOptimizer: Kind("Ftrl", ((("accumulator",), 1), (("linear",), 1))),
+    ProximalAdagradOptimizer: Kind("ProximalAdagrad", ((("accumulator",), 1),)),
+}
+#: TensorFlow's names of a dynamic loss scale and of a moving average's shadows.
+_LOSS_SCALE = ("current_loss_scale", "good_steps")
+_SHADOW = "ExponentialMovingAverage"
+
+
+class Part(NamedTuple):
+    """One TF1 optimizer of ``optimizer``: its kind, where its state is in
+    ``state.opt_state`` (indices, field names and group names), which variables it has
+    slots for."""
+
+    optimizer: Optimizer
+    kind: Kind
+    at: tuple[int | str, ...]
+    trained: list[bool]
+
+
+class Item(NamedTuple):
+    """One value of the checkpoint under its TensorFlow name.
+
+    ``key`` is the name before ``name_map`` (what its keys refer to), ``name`` after it
+    (``None``: not in the checkpoint, the state's value is kept).  ``what`` says which
+    value: ``"variable"``, ``"slot"``, ``"non_slot"``, ``"global_step"``,
+    ``"loss_scale"``, ``"good_steps"``, ``"average"`` or ``"extra"``; ``part`` and
+    ``number`` say which optimizer and which of its slots or non-slots; ``leaf`` which
+    variable (or average).
+    """
+
+    key: str
+    name: str | None
+    what: str
+    part: int = -1
+    number: int = -1
+    leaf: int = -1
+
+
+def get(node: Any, path: tuple[int | str, ...]) -> Any:
+    """The subtree of ``node`` at ``path`` (tuple indices, field names, dict keys)."""
+    for step in path:
+        node = (
+            node[step] if isinstance(step, int) or isinstance(node, dict) else getattr(node, step)
+        )
+    return node
+
+
+def put(node: Any, path: tuple[int | str, ...], value: Any) -> Any:
+    """``node`` with the subtree at ``path`` replaced by ``value`` (tuples, NamedTuples
+    and dicts)."""
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    if isinstance(node, dict):
+        return {**node, step: put(node[step], rest, value)}
+    if isinstance(step, int):
+        return (*node[:step], put(node[step], rest, value), *node[step + 1 :])
+    return node._replace(**{step: put(getattr(node, step), rest, value)})
+
+
+def _unsupported(caller: str, optimizer: Any) -> TypeError:
+    supported = ", ".join(sorted(kind.__name__ for kind in _KINDS))
+    return TypeError(
+        f"{caller}: the optimizer, a {type(optimizer).__name__}, has no TensorFlow 1.x "
+        f"names for its state; the supported optimizers are fg.train's {supported}, an "
+        "fg.train.OptimizerGroup of them and a LossScaleOptimizer over one of these — "
+        "pass the one the TensorFlow run used, with its arguments."
+    )
+
+
+def _parts(
+    caller: str, optimizer: Any, params: PyTree, var_list: VarList
+) -> tuple[list[Part], LossScaleOptimizer | None]:
+    """The TF1 optimizers ``optimizer`` is made of, and its loss scale if it has one."""
+    scale: LossScaleOptimizer | None = None
+    at: tuple[int | str, ...] = ()
+    if isinstance(optimizer, LossScaleOptimizer):
+        scale, optimizer, at = optimizer, optimizer.optimizer, ("inner_state",)
+    if isinstance(getattr(optimizer, "group", None), OptimizerGroup):
+        optimizer = optimizer.group  # one optimizer of a group: the state is the group's
+    if isinstance(optimizer, OptimizerGroup):
+        if var_list is not None:
+            raise ValueError(
+                f"{caller}: var_list={var_list!r} is given with an OptimizerGroup, whose "
+                "optimizers each have their own var_list; leave var_list out."
+            )
+        members = [(getattr(m, "optimizer", m), (*at, n), m.var_list) for n, m in optimizer.items()]
+    else:
+        members = [(optimizer, at, var_list)]
+    parts = []
+    for member, where, chosen in members:
+        if type(member) not in _KINDS:
+            raise _unsupported(caller, member if scale is None else scale)
+        kind = _KINDS[type(member)]
+        if isinstance(member, RMSPropOptimizer) and member.hyperparameters["centered"]:
+            kind = _RMSPROP_CENTERED
+        parts.append(Part(member, kind, where, _var_list.select(caller, params, chosen)))
+    return parts, scale
+
+
+def _check_state(caller: str, state: Any, optimizer: Any) -> None:
+    if not isinstance(state, TrainState):
+        raise TypeError(
+            f"{caller}: state is a {type(state).__name__}, not a TrainState; pass "
+            "optimizer.init(params) (for a restore, any state of the right shapes)."
+        )
+    expected: Any = jax.tree.structure(jax.eval_shape(lambda: optimizer.init(state.params)))
+    if jax.tree.structure(TrainState(*state)) != expected:
+        raise ValueError(
+            f"{caller}: state.opt_state is not the state of this "
+            f"{type(optimizer).__name__} ({jax.tree.structure(state.opt_state)}); pass "
+            "the state optimizer.init(params) made or its minimize returned."
+        )
+
+
+def _check_ema_state(caller: str, ema_state: Any) -> None:
+    if ema_state is None:
+        return
+    if not isinstance(ema_state, EmaState):
+        raise TypeError(
+            f"{caller}: ema_state is a {type(ema_state).__name__}, not an EmaState; pass "
+            "what ema.init(params) or ema.apply returned."
+        )
+    if ema_state.local_step is not None:
+        raise ValueError(
+            f"{caller}: ema_state is of an ExponentialMovingAverage with zero_debias=True, "
+            "which TensorFlow ignores for a variable's shadow (it keeps no debiasing state "
+            "for one); build the average as the TensorFlow run did, without zero_debias."
+        )
+
+
+def _check_extras(caller: str, extras: Any) -> dict[str, Any]:
+    if extras is None:
+        return {}
+    if not isinstance(extras, Mapping) or not all(
+        isinstance(k, str) and is_array(v) for k, v in extras.items()
+    ):
+        raise TypeError(
+            f"{caller}: extras must map TensorFlow names to arrays, got {extras!r}; pass "
+            "e.g. extras={'learning_rate': jnp.float32(0.1)}."
+        )
+    return dict(extras)
+
+
+def plan(
+    caller: str,
+    state: TrainState,
+    optimizer: Any,
+    name_map: Mapping[str, str | None] | None,
+    var_list: VarList,
+    ema_state: EmaState | None = None,
+    extras: Mapping[str, Any] | None = None,
+) -> tuple[list[Item], list[Part], LossScaleOptimizer | None]:
+    """Every value the checkpoint holds for ``state``, by TensorFlow name, and the
+    optimizers whose state they are."""
+    if not isinstance(state, TrainState):
+        _check_state(caller, state, optimizer)
+    parts, scale = _parts(caller, optimizer, state.params, var_list)
+    _check_state(caller, state, optimizer)
+    _check_ema_state(caller, ema_state)
+    names = dict(name_map) if isinstance(name_map, Mapping) else {}
+    bad = [k for k, v in names.items() if not isinstance(k, str) or not isinstance(v, str | None)]
+    if not isinstance(name_map, Mapping | None) or bad:
+        raise TypeError(
+            f"{caller}: name_map must map names to TensorFlow names (or None), got "
+            f"{name_map!r}; pass e.g. {{'W': 'model/W', 'global_step': None}}."
+        )
+    counts: dict[str, int] = {}
+
+    def add(key: str, what: str, part: int = -1, number: int = -1, leaf: int = -1) -> None:
+        items.append(Item(key, names.get(key, key), what, part, number, leaf))
+
+    def unique(base: str) -> str:
+        """TensorFlow's name for the next variable named ``base`` (``base_1``, ...)."""
+        counts[base] = counts.get(base, 0) + 1
+        return base if counts[base] == 1 else f"{base}_{counts[base] - 1}"
+
+    items: list[Item] = []
+    variables = variable_names(state.params)
+    for i, v in enumerate(variables):
+        add(v, "variable", leaf=i)
+    for p, part in enumerate(parts):
+        for i, v in enumerate(variables):
+            name = names.get(v, v)
+            for s in range(len(part.kind.slots)):
+                if name is not None and part.trained[i]:
+                    add(unique(f"{name}/{part.kind.base}"), "slot", p, s, i)
+        for n, base in enumerate(part.kind.non_slots):
+            add(unique(base), "non_slot", p, n)
+    add("global_step", "global_step")
+    if scale is not None and scale.dynamic:
+        add(unique(_LOSS_SCALE[0]), "loss_scale")
+        add(unique(_LOSS_SCALE[1]), "good_steps")
+    if ema_state is not None:
+        for i, v in enumerate(variable_names(ema_state.average)):
+            name = names.get(v, v)
+            if name is not None:
+                add(f"{name}/{_SHADOW}", "average", leaf=i)
+    for k in _check_extras(caller, extras):
+        items.append(Item(k, k, "extra"))
+    _check_names(caller, items, names, state.params)
+    return items, parts, scale
+
+
+def _check_names(
+    caller: str, items: list[Item], names: Mapping[str, str | None], params: PyTree
+) -> None:
+    """Raise unless every ``name_map`` key names a value and every value has a name of
+    its own that a checkpoint can hold."""
+    keys = [item.key for item in items]
+    unknown = [f"{k!r}{_checks.did_you_mean(k, keys)}" for k in names if k not in keys]
+    if unknown:
+        raise ValueError(
+            f"{caller}: name_map has keys that name nothing in the state: "
+            f"{', '.join(unknown)}; its keys are the names funcgrad gives, here "
+            f"{keys[:8]}{' ...' if len(keys) > 8 else ''} (a slot's from its variable's "
+            "mapped name)."
+        )
+    if any(item.name == "" for item in items):
+        raise ValueError(
+            f"{caller}: a TensorFlow name is empty (fg.train.variable_names names a bare "
+            "array of params ''); name it with name_map={'': 'W'}, or pass params as a "
+            "dict, {'W': w}."
+        )
+    unreadable = [
+        repr(item.name)
+        for item in items
+        if item.name is not None and (item.name.startswith("\0") or not _is_utf8(item.name))
+    ]
+    if unreadable:
+        raise ValueError(
+            f"{caller}: the TensorFlow names {', '.join(unreadable)} start with NUL or are "
+            "not UTF-8 text (a lone surrogate), which a checkpoint cannot hold or read "
+            "back; map them to plain names with name_map (e.g. {'W': 'model/W'})."
+        )
+    paths = [
+        f"params{jax.tree_util.keystr(keys)}"
+        for keys, leaf in jax.tree_util.tree_flatten_with_path(params)[0]
+        if is_variable(leaf)
+    ]
+    by_name: dict[str, list[Item]] = {}
+    for item in items:
+        if item.name is not None:
+            by_name.setdefault(item.name, []).append(item)
+    clashes = []
+    for name, shared in by_name.items():
+        if len(shared) < 2:
+            continue
+        if all(item.what == "variable" for item in shared) and len({i.key for i in shared}) == 1:
+            where = " and ".join(paths[item.leaf] for item in shared)
+            clashes.append(
+                f"{where} are both named {shared[0].key!r} (rename a key of params so that "
+                "each variable has its own path, e.g. 'layer1/bias' -> 'layer1_bias', then "
+                "give it the TensorFlow name with name_map)"
+            )
+        else:
+            given = " and ".join(repr(item.key) for item in shared)
+            clashes.append(f"{given} share the TensorFlow name {name!r}")
+    if clashes:
+        raise ValueError(
+            f"{caller}: {'; '.join(clashes)}; one TensorFlow name holds one value, so "
+            "nothing was read or written — give each value its own name (name_map maps "
+            "funcgrad names to TensorFlow names)."
+        )
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def checkpoint_prefix(caller: str, path: str | os.PathLike[str]) -> str:
+    """The checkpoint prefix ``path`` means: a prefix, a directory (its latest checkpoint),
+    or a path to the ``.index`` / ``.data-*`` / ``.meta`` file of a prefix."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        latest = _tf_bundle.latest_checkpoint(caller, path)
+        if latest is None:
+            raise FileNotFoundError(
+                f"{caller}: the directory {path} has no 'checkpoint' file naming a checkpoint "
+                "in it; pass the checkpoint's prefix, e.g. 'train/model.ckpt-1000'."
+            )
+        return latest
+    path = re.sub(r"\.(index|meta|data-\d{5}-of-\d{5})$", "", path)
+    if _tf_bundle.exists(path):
+        return path
+    if os.path.isfile(path):
+        raise ValueError(
+            f"{caller}: {path} is one file, not the prefix of a V2 checkpoint "
+            "(TensorFlow's V1 format or no checkpoint at all); re-save it in TensorFlow "
+            "with tf.compat.v1.train.Saver() (V2, the default) and pass that prefix."
+        )
+    raise FileNotFoundError(
+        f"{caller}: no checkpoint at {path} ({path}.index does not exist); pass the "
+        "prefix tf.train.Saver.save returned, e.g. 'train/model.ckpt-1000'."
+    )
+
+
+def power(beta: float, n: int) -> np.float32:
+    """``beta ** n`` as TensorFlow's ``beta1_power`` holds it: float32 ``beta``, multiplied
+    ``n`` times in float32 (not ``np.float32(beta) ** n``, which rounds differently)."""
+    power, b = np.float32(1.0), np.float32(beta)
+    while n > 0 and power != 0:
+        chunk = min(n, 1 << 20)
+        power = np.multiply.accumulate(np.concatenate([[power], np.full(chunk, b)]))[-1]
+        n -= chunk
+    return np.float32(power)
+
+
+def _describe(dtype: Any, shape: tuple[int, ...]) -> str:
+    return f"{np.dtype(dtype).name}{list(shape)}"
+
+
+def read_all(caller: str, prefix: str, wanted: list[tuple[str, Any]]) -> dict[str, np.ndarray]:
+    """``{name: value}`` for each ``(name, like)``: the checkpoint's value of ``like``'s
+    dtype and shape (any integer scalar where ``like`` is ``None``: ``global_step``).
+    Every name missing or of another dtype or shape is reported in one ``ValueError``;
+    a damaged file is a ``CheckpointFormatError`` that names ``caller``."""
+    try:
+        return _read_all(caller, _tf_bundle.BundleReader(prefix), wanted)
+    except _tf_bundle.CheckpointFormatError as error:  # a damaged file: say who read it
+        raise _tf_bundle.CheckpointFormatError(f"{caller}: {error}") from None
+
+
+def _read_all(
+    caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[str, Any]]
+) -> dict[str, np.ndarray]:
+    missing: list[str] = []
+    wrong: list[str] = []
+    out: dict[str, np.ndarray] = {}
+    found = list(reader.entries)
+    claimed = {name for name, _ in wanted}
+    unclaimed = [f for f in found if f not in claimed]
+    for name, like in wanted:
+        entry = reader.entries.get(name)
+        if entry is None:
+            scoped = [f for f in unclaimed if f.endswith("/" + name)]
+            hint = f" (did you mean {scoped[0]!r}?)" if scoped else ""
+            missing.append(f"{name!r}{hint or _checks.did_you_mean(name, unclaimed)}")
+            continue
+        dtype = _tf_bundle.DTYPES.get(entry.dtype)
+        if like is None:
+            ok = dtype is not None and dtype.kind in "iu" and entry.shape == ()
+            want = "an integer scalar"
+        else:
+            ok = dtype == np.dtype(jnp.result_type(like)) and entry.shape == np.shape(like)
+            want = _describe(jnp.result_type(like), np.shape(like))
+        if not ok:
+            got = _describe(dtype, entry.shape) if dtype else f"a tensor of type {entry.dtype}"
+            wrong.append(f"{name!r} is {got} in the checkpoint, {want} in the state")
+            continue
+        out[name] = reader.read(name)
+    problems = []
+    if missing:
+        problems.append(
+            f"{reader.prefix} lacks {', '.join(missing)} (it holds {len(found)} names: "
+            f"{found[:6]}{' ...' if len(found) > 6 else ''}); map the names with name_map "
+            "(e.g. {'W/Adam': 'train/W/Adam'}; None keeps the state's value), or pass "
+            "var_list=[the variables TensorFlow trained] when some had no optimizer slots"
+        )
+    if wrong:
+        problems.append(
+            f"{'; '.join(wrong)}; build the params with the shapes and dtypes the "
+            "TensorFlow run saved (its Saver restores only those), then optimizer.init"
+        )
+    if problems:
+        raise ValueError(f"{caller}: {'; and '.join(problems)}.")
+    return out
+
+
+def _is_hole(x: Any) -> bool:
+    return x is None
+
+
+class View:
+    """The values of a state, an EMA state and extras, each as TensorFlow holds it."""
+
+    def __init__(
+        self,
+        state: TrainState,
+        parts: list[Part],
+        ema_state: EmaState | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.state, self.parts, self.extras = state, parts, dict(extras or {})
+        self.flat = Flat(state.params)
+        self.averages = Flat(ema_state.average) if ema_state is not None else None
+        #: Per part, per slot: the slot tree's leaves (``None`` holes kept) and structure.
+        self.slots = [
+            [
+                jax.tree.flatten(get(self.inner(p), path), is_leaf=_is_hole)
+                for path, _ in part.kind.slots
+            ]
+            for p, part in enumerate(parts)
+        ]
+
+    def inner(self, part: int) -> Any:
+        """The state of a part's transformation (inside its learning-rate state)."""
+        return get(self.state.opt_state, self.parts[part].at).inner_state
+
+    def value(self, item: Item) -> Any:
+        """The state's value of ``item``, as the checkpoint holds it (sign, dtype)."""
+        if item.what == "variable":
+            return self.flat.variables[item.leaf]
+        if item.what == "slot":
+            sign = self.parts[item.part].kind.slots[item.number][1]
+            leaf = self.slots[item.part][item.number][0][self.flat.at[item.leaf]]
+            return leaf if sign == 1 else -leaf
+        if item.what == "non_slot":  # Adam's beta1_power, beta2_power
+            part = self.parts[item.part]
+            beta = part.optimizer.hyperparameters[("beta1", "beta2")[item.number]]  # type: ignore[attr-defined]
+            return power(beta, int(get(self.inner(item.part), (0, "step"))) + 1)
+        if item.what == "global_step":
+            return self.state.global_step
+        if item.what in ("loss_scale", "good_steps"):
+            return getattr(self.state.opt_state, item.what)
+        if item.what == "average":
+            assert self.averages is not None
+            return self.averages.variables[item.leaf]
+        return self.extras[item.key]
