@@ -1,6 +1,8 @@
 """apply_gradients takes any subset of compute_gradients' pairs, in any order (TF's
 filtered-gvs idiom), matched by identity — and refuses whatever would be a guess."""
 
+import pickle
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -125,7 +127,7 @@ def test_a_copy_in_a_subset_matches_no_variable() -> None:
         opt.apply_gradients([(g, jnp.array(v))], state)
 
 
-def test_one_array_object_in_two_leaves_is_ambiguous_in_a_subset() -> None:
+def test_one_array_object_in_two_leaves_is_ambiguous_in_a_rebuilt_subset() -> None:
     shared = jnp.array([1.0, 2.0])
     params = {"a": shared, "b": shared}
     opt = fg.train.GradientDescentOptimizer(0.5)
@@ -136,8 +138,11 @@ def test_one_array_object_in_two_leaves_is_ambiguous_in_a_subset() -> None:
         match=r"pair 0's variable is the same array object as variables \['a', 'b'\], so it "
         "could be any of them",
     ):
-        opt.apply_gradients(gvs[:1], state)
-    # The full list is unambiguous: each pair keeps its position.
+        opt.apply_gradients([(g, v) for g, v in gvs[:1]], state)
+    # compute_gradients' own pair knows it is a's, and the full list is unambiguous.
+    only_a = opt.apply_gradients(gvs[:1], state)
+    np.testing.assert_allclose(only_a.params["a"], [-0.5, 0.5])
+    np.testing.assert_array_equal(only_a.params["b"], shared)
     state = opt.apply_gradients(gvs, state)
     np.testing.assert_allclose(state.params["a"], [-0.5, 0.5])
     np.testing.assert_allclose(state.params["b"], [0.5, 1.5])
@@ -175,3 +180,140 @@ def test_pairs_of_another_state_match_nothing() -> None:
     newer = opt.apply_gradients(gvs, state)
     with pytest.raises(ValueError, match=r"pair 0's variable \(float32\[2, 2\]\) is not an array"):
         opt.apply_gradients(gvs[:2], newer)
+
+
+# Reordered lists: every pair lands on its own variable or the list is refused.
+SHARED = jnp.array([1.0, -2.0])
+TWINS = {"W": jnp.array([[1.0, 2.0], [3.0, 4.0]]), "a": SHARED, "b": SHARED, "c": jnp.ones(3)}
+ORDERS = {
+    "in_order": [0, 1, 2, 3],
+    "reversed": [3, 2, 1, 0],
+    "shuffled": [2, 0, 3, 1],
+    "subset": [3, 1],
+    "unshared_subset": [3, 0],
+    "reversed_subset": [2, 0],
+}
+
+
+def _twins_loss(p):
+    """Each variable gets its own gradient, a and b (one array object) included."""
+    return (
+        jnp.sum(p["W"] @ jnp.array([1.0, -1.0]))
+        + jnp.sum(3.0 * p["a"] + p["b"] ** 2)
+        + jnp.sum(p["c"] ** 3)
+    )
+
+
+def _sgd_reference(params, applied):
+    """params - 0.5 * jax.grad for the variables named in ``applied``, the rest unchanged."""
+    grads = jax.grad(_twins_loss)({k: jnp.array(v) for k, v in params.items()})
+    return {k: v - 0.5 * grads[k] if k in applied else v for k, v in params.items()}
+
+
+SOURCES = {
+    "eager": lambda opt, params: opt.compute_gradients(_twins_loss, params),
+    "jit_outputs": lambda opt, params: jax.jit(lambda p: opt.compute_gradients(_twins_loss, p))(
+        params
+    ),
+    "numpy": lambda opt, params: jax.device_get(opt.compute_gradients(_twins_loss, params)),
+}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("apply_jit", [False, True], ids=["eager_apply", "jit_apply"])
+def test_compute_gradients_pairs_find_their_variables_in_any_order(source, order, apply_jit):
+    opt = fg.train.GradientDescentOptimizer(0.5)
+    state = opt.init(TWINS)
+    gvs = SOURCES[source](opt, state.params)
+    pairs = [gvs[i] for i in ORDERS[order]]
+    apply = jax.jit(opt.apply_gradients) if apply_jit else opt.apply_gradients
+    new = apply(pairs, state)
+    applied = [["W", "a", "b", "c"][i] for i in ORDERS[order]]
+    chex.assert_trees_all_close(new.params, _sgd_reference(TWINS, applied), rtol=1e-6)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("apply_jit", [False, True], ids=["eager_apply", "jit_apply"])
+def test_rebuilt_pairs_are_applied_right_or_refused(source, order, apply_jit):
+    """Plain tuples, as [(clip(g), v) for g, v in gvs] makes them, lose the pairs' names:
+    only identity with the state's own arrays (eagerly; a and b are one object, so not
+    they) tells their variable, and everything else is refused."""
+    opt = fg.train.GradientDescentOptimizer(0.5)
+    state = opt.init(TWINS)
+    gvs = SOURCES[source](opt, state.params)
+    pairs = [tuple(gvs[i]) for i in ORDERS[order]]
+    apply = jax.jit(opt.apply_gradients) if apply_jit else opt.apply_gradients
+    if source == "eager" and not apply_jit and not {1, 2} & set(ORDERS[order]):
+        new = apply(pairs, state)
+        applied = [["W", "a", "b", "c"][i] for i in ORDERS[order]]
+        chex.assert_trees_all_close(new.params, _sgd_reference(TWINS, applied), rtol=1e-6)
+    else:
+        with pytest.raises(ValueError, match=r"pass the pairs compute_gradients returned"):
+            apply(pairs, state)
+
+
+def test_rebuilt_copies_of_one_shape_are_refused_even_in_order() -> None:
+    opt = fg.train.GradientDescentOptimizer(0.5)
+    state = opt.init({"b1": jnp.zeros(2), "b2": jnp.zeros(2), "W": jnp.ones((2, 2))})
+    gvs = jax.jit(
+        lambda p: opt.compute_gradients(lambda q: jnp.sum(q["W"] @ q["b1"] + q["b2"]), p)
+    )(state.params)
+    with pytest.raises(
+        ValueError,
+        match=r"pairs \[0, 1\] are placed by position only .* variables \['W', 'b1', 'b2'\]|"
+        r"variables \['b1', 'b2'\] all are float32\[2\], so a reordered list would go unnoticed"
+        r".*pass the pairs compute_gradients returned",
+    ):
+        opt.apply_gradients([(g, v) for g, v in gvs], state)
+    # compute_gradients' own pairs and None variables (which state the order) work.
+    named = opt.apply_gradients(gvs, state)
+    declared = opt.apply_gradients([(g, None) for g, _ in gvs], state)
+    chex.assert_trees_all_equal(named, declared)
+
+
+def test_rebuilt_copies_of_distinct_shapes_work_in_order_only() -> None:
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    state = opt.init(PARAMS)
+    gvs = jax.jit(lambda p: opt.compute_gradients(_loss, p, X))(state.params)
+    rebuilt = [(None if g is None else jnp.clip(g, -1.0, 1.0), v) for g, v in gvs]
+    expected = opt.apply_gradients(
+        [
+            (None if g is None else jnp.clip(g, -1.0, 1.0), v)
+            for g, v in opt.compute_gradients(_loss, state.params, X)
+        ],
+        state,
+    )
+    chex.assert_trees_all_equal(opt.apply_gradients(rebuilt, state), expected)
+    chex.assert_trees_all_equal(jax.jit(opt.apply_gradients)(rebuilt, state), expected)
+    with pytest.raises(
+        ValueError, match=r"has shape \(3,\), the variable \(2, 2\).*pass the pairs"
+    ):
+        opt.apply_gradients(rebuilt[::-1], state)
+
+
+def test_a_pair_of_another_parameter_structure_is_refused() -> None:
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    gvs = opt.compute_gradients(
+        lambda p: jnp.sum(p["x"] ** 2), {"x": jnp.ones(2), "y": jnp.ones(2)}
+    )
+    state = opt.init({"y": jnp.ones(2), "z": jnp.ones(2)})
+    with pytest.raises(
+        ValueError,
+        match=r"pair 0 belongs to variable 'x' \(number 0 of 2\), which is not a variable of "
+        r"state\.params.*pass the pairs compute_gradients returned for state\.params",
+    ):
+        opt.apply_gradients(gvs[:1], state)
+
+
+def test_compute_gradients_pairs_are_tuples_that_pickle_and_map() -> None:
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    gvs = jax.jit(lambda p: opt.compute_gradients(_loss, p, X))(PARAMS)
+    g, v = gvs[2]
+    assert isinstance(gvs[2], tuple) and repr(gvs[2]) == repr((g, v))
+    doubled = jax.tree.map(lambda x: 2 * x, gvs)
+    np.testing.assert_array_equal(doubled[0][1], 2 * PARAMS["W"])
+    state = opt.init(PARAMS)
+    kept = pickle.loads(pickle.dumps(jax.device_get(gvs)))[:2][::-1]
+    chex.assert_trees_all_equal(opt.apply_gradients(kept, state), opt.apply_gradients(gvs, state))

@@ -5,26 +5,31 @@ Design note
 TensorFlow's ``apply_gradients`` takes any pairs — a subset, in any order, such as
 ``[(g, v) for g, v in gvs if g is not None]`` — and each pair finds its variable
 because ``v`` *is* the variable object.  Here the variable in a pair is the value of a
-leaf of ``state.params``: the very array object (or, under ``jax.jit``, the very
-tracer) that ``compute_gradients`` found in the parameters.  So a pair finds its
-variable by **identity** (``is``) with a variable of ``state.params``, never by value:
-two variables may hold equal values, and a copy is not the variable.
+leaf of ``state.params``, and values get copied on the way: ``jax.jit`` returns new
+arrays, ``np.asarray`` makes NumPy copies, pairs passed to a jitted function become new
+tracers, and one array object may sit at two leaves (``{"a": z, "b": z}``).  A copy is
+not the variable, and two variables may hold equal values, so a pair never finds its
+variable by value.  It finds it by what cannot be copied wrongly:
 
-The rules, tried in this order:
-
-1. **By identity**: every pair's variable is exactly one variable of ``state.params``
-   and no variable is named twice — any subset, any order.  This is what eager code
-   and a step that calls ``compute_gradients`` and ``apply_gradients`` inside one
-   ``jax.jit`` give.
-2. **By position** (the full list): one pair per variable, in ``compute_gradients``'
-   order, where each pair's variable is ``None``, a value that is not one of the
-   variables (a copy, a NumPy array, a tracer of another ``jit`` argument) or the
-   variable at its own position.  Shapes are checked, as before.  This is the form
-   that crosses a ``jax.jit`` boundary: pairs passed to a jitted function as an
-   argument are new tracers, distinct from the state's.
-3. Anything else is an error that names each pair that matches no variable, matches
-   several (the same array object placed twice in ``params``) or names a variable
-   another pair already named.  Ambiguity is never resolved by guessing.
+1. **By the pair's own name.**  ``compute_gradients`` returns each pair as a
+   :class:`Pair`: a 2-tuple that also carries its variable's place (its index in
+   flatten order, its name, the number of variables) as pytree metadata, so the place
+   survives ``jax.jit`` (in and out), ``jax.tree.map`` and ``jax.device_get``.  Such a
+   pair finds its variable in any subset and any order.  Its variable, when it is an
+   array of ``state.params``, must be that variable; when it is a concrete copy it must
+   hold that variable's values (a pair of an older state holds others).
+2. **By identity**: a plain pair (rebuilt, ``(clip(g), v)``) whose variable is exactly
+   one variable object of ``state.params`` — any subset, any order.  This is what eager
+   code and a step that computes and applies inside one ``jax.jit`` give.
+3. **By position, where the position can be checked**: any other plain pair — variable
+   ``None``, a copy, a NumPy array, a tracer of another ``jit`` argument, an array
+   object at several leaves — only in the full list, one pair per variable in
+   ``compute_gradients``' order, its variable of its position's shape.  Two such pairs
+   whose variables have one shape and dtype could have been swapped unnoticed, so they
+   are refused (``None`` variables excepted: ``None`` states the order).
+4. Anything else is an error that names each pair: one that matches no variable,
+   several, a variable another pair already named, or a place it cannot be checked at.
+   Ambiguity is never resolved by guessing.
 
 ``None`` gradients are skipped; when no pair carries a gradient, TensorFlow's
 ``"No gradients provided for any variable"`` error is raised — built by
@@ -33,10 +38,11 @@ The rules, tried in this order:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from collections.abc import Sequence
 from typing import Any
-from typing import NoReturn
 
+import jax
 import jax.numpy as jnp
 
 from funcgrad._types import is_array
@@ -46,6 +52,53 @@ _PAIRS_FIX = (
     "pass the list compute_gradients returns, or any subset of its pairs, e.g. "
     "[(g, v) for g, v in gvs if g is not None]"
 )
+
+#: ``(index, name, count)``: a variable's index in flatten order, its name, and the
+#: number of variables of the parameters it belongs to.
+Where = tuple[int, str, int]
+
+
+class Pair(tuple[Any, Any]):
+    """A ``(gradient, variable)`` pair as ``compute_gradients`` returns it.
+
+    A tuple of two — it unpacks, indexes, compares and prints as one — that also knows
+    its variable's place, :data:`Where`, as its pytree metadata: ``jax.jit``,
+    ``jax.tree.map`` and ``jax.device_get`` keep it.
+    """
+
+    where: Where
+
+    def __new__(cls, gradient: Any, variable: Any, where: Where) -> Pair:
+        pair = super().__new__(cls, (gradient, variable))
+        pair.where = where
+        return pair
+
+    def __getnewargs__(self) -> tuple[Any, Any, Where]:
+        return (self[0], self[1], self.where)
+
+
+def _unflatten(where: Where, children: Iterable[Any]) -> Pair:
+    gradient, variable = children
+    return Pair(gradient, variable, where)
+
+
+jax.tree_util.register_pytree_with_keys(
+    Pair,
+    lambda p: (tuple(zip(map(jax.tree_util.SequenceKey, (0, 1)), p, strict=True)), p.where),
+    _unflatten,
+    lambda p: (tuple(p), p.where),
+)
+
+
+def named(
+    grads: Sequence[Any], variables: Sequence[Any], names: Sequence[str]
+) -> list[tuple[Any, Any]]:
+    """``compute_gradients``' pairs: one :class:`Pair` per variable, in order."""
+    n = len(variables)
+    return [
+        Pair(g, v, (i, name, n))
+        for i, (g, v, name) in enumerate(zip(grads, variables, names, strict=True))
+    ]
 
 
 def no_gradients(caller: str, names: Sequence[str], why: str = "") -> ValueError:
@@ -67,7 +120,7 @@ def no_gradients(caller: str, names: Sequence[str], why: str = "") -> ValueError
     )
 
 
-def _as_pairs(caller: str, grads_and_vars: Any) -> list[tuple[Any, Any]]:
+def _as_pairs(caller: str, grads_and_vars: Any) -> list[Any]:
     """``grads_and_vars`` as a list of 2-tuples, or the error an optax habit gets."""
     if not isinstance(grads_and_vars, list | tuple):
         raise TypeError(
@@ -92,15 +145,7 @@ def _as_pairs(caller: str, grads_and_vars: Any) -> list[tuple[Any, Any]]:
             f"{caller}: grads_and_vars items {bad} are not (gradient, variable) pairs "
             f"(items {[describe(pairs[k]) for k in bad]}); {_PAIRS_FIX}."
         )
-    return [(g, v) for g, v in pairs]
-
-
-def _by_identity(pairs: list[tuple[Any, Any]], variables: Sequence[Any]) -> list[list[int]]:
-    """For each pair, the indices of the variables that are its variable object."""
-    where: dict[int, list[int]] = {}
-    for j, v in enumerate(variables):
-        where.setdefault(id(v), []).append(j)
-    return [[] if v is None else where.get(id(v), []) for _, v in pairs]
+    return pairs
 
 
 def match(
@@ -109,15 +154,127 @@ def match(
     """One gradient per variable (``None`` where no pair gives one), matched by the
     rules above, checked for shape and cast to the variable's dtype."""
     pairs = _as_pairs(caller, grads_and_vars)
-    found = _by_identity(pairs, variables)
+    objects: dict[int, list[int]] = {}
+    for i, v in enumerate(variables):
+        objects.setdefault(id(v), []).append(i)
     owner: list[int | None] = [None] * len(variables)
-    if all(len(f) == 1 for f in found) and len({f[0] for f in found}) == len(pairs):
-        for k, f in enumerate(found):
-            owner[f[0]] = k
-    elif len(pairs) == len(variables) and all(not f or k in f for k, f in enumerate(found)):
-        owner = list(range(len(pairs)))
-    else:
-        _unmatched(caller, pairs, found, names, len(variables))
+    by_position: list[int] = []
+    problems: list[str] = []
+    for k, pair in enumerate(pairs):
+        found = [] if pair[1] is None else objects.get(id(pair[1]), [])
+        j, problem = _place(k, pair, found, variables, names)
+        if j is None and not problem:
+            j, problem = _position(k, pair, found, len(pairs), variables, names)
+            by_position += [] if problem else [k]
+        if problem or j is None:
+            problems.append(problem)
+        elif owner[j] is not None:
+            problems.append(f"pairs {owner[j]} and {k} both name variable {names[j]!r}")
+        else:
+            owner[j] = k
+    problems += _swappable(pairs, by_position, variables, names)
+    if problems:
+        raise ValueError(
+            f"{caller}: {len(pairs)} pairs for {len(variables)} variables {list(names)} match "
+            f"no variable one-to-one: {'; '.join(problems)}; a pair finds its variable by "
+            "the name compute_gradients' pairs carry (also through jax.jit) or by identity, "
+            "so pass the pairs compute_gradients returned for state.params (a subset in any "
+            "order), or the full list in its order, rebuilt with the arrays of state.params "
+            "or None as variables (None states the order) — under jax.jit, filter the pairs "
+            "inside the jitted function, since rebuilt pairs passed as an argument are new "
+            "tracers; sum two gradients of one variable into one pair."
+        )
+    _check_shapes(caller, pairs, owner, variables, names)
+    return [
+        None
+        if k is None or pairs[k][0] is None
+        else jnp.asarray(pairs[k][0], jnp.result_type(variables[j]))
+        for j, k in enumerate(owner)
+    ]
+
+
+def _place(
+    k: int, pair: Any, found: list[int], variables: Sequence[Any], names: Sequence[str]
+) -> tuple[int | None, str]:
+    """The variable pair ``k`` names by its own name or identity, or a problem;
+    ``(None, "")`` when only its position can place it."""
+    if not isinstance(pair, Pair):
+        return (found[0], "") if len(found) == 1 else (None, "")
+    index, name, count = pair.where
+    if count != len(variables) or names[index] != name:
+        return None, (
+            f"pair {k} belongs to variable {name!r} (number {index} of {count}), which is "
+            "not a variable of state.params"
+        )
+    variable, own = pair[1], variables[index]
+    if found and index not in found:
+        return None, f"pair {k} belongs to variable {name!r} but holds {names[found[0]]!r}"
+    if variable is not None and not found and not _same(variable, own):
+        return None, (
+            f"pair {k}'s variable ({describe(variable)}) is not an array of state.params: "
+            f"it belongs to variable {name!r} but does not hold its values (a pair of "
+            "another state?)"
+        )
+    return index, ""
+
+
+def _same(copy: Any, variable: Any) -> bool:
+    """Whether ``copy`` holds ``variable``'s values; ``True`` where either is a tracer
+    (no values to compare)."""
+    if isinstance(copy, jax.core.Tracer) or isinstance(variable, jax.core.Tracer):
+        return True
+    return (
+        jnp.shape(copy) == jnp.shape(variable)
+        and jnp.result_type(copy) == jnp.result_type(variable)
+        and bool(jnp.array_equal(copy, variable, equal_nan=True))
+    )
+
+
+def _position(
+    k: int,
+    pair: Any,
+    found: list[int],
+    n_pairs: int,
+    variables: Sequence[Any],
+    names: Sequence[str],
+) -> tuple[int | None, str]:
+    """Place pair ``k`` at its own position, where the full list allows it."""
+    if len(found) > 1 and (n_pairs != len(variables) or k not in found):
+        return None, (
+            f"pair {k}'s variable is the same array object as variables "
+            f"{[names[j] for j in found]}, so it could be any of them"
+        )
+    if n_pairs != len(variables):
+        return None, f"pair {k}'s variable ({describe(pair[1])}) is not an array of state.params"
+    return k, ""
+
+
+def _swappable(
+    pairs: list[Any], by_position: list[int], variables: Sequence[Any], names: Sequence[str]
+) -> list[str]:
+    """Pairs placed by position whose variables could have been swapped unnoticed:
+    variables of one shape and dtype (``None`` states the order, so it is never one)."""
+    kinds: dict[tuple[tuple[int, ...], Any], list[int]] = {}
+    for k in by_position:
+        if pairs[k][1] is not None:
+            kinds.setdefault((jnp.shape(variables[k]), jnp.result_type(variables[k])), []).append(k)
+    return [
+        f"pairs {ks} are placed by position only (their variables are not the arrays of "
+        f"state.params, nor carry a name), and variables {[names[k] for k in ks]} all are "
+        f"{jnp.dtype(dtype).name}{list(shape)}, so a reordered list would go unnoticed"
+        for (shape, dtype), ks in kinds.items()
+        if len(ks) > 1
+    ]
+
+
+def _check_shapes(
+    caller: str,
+    pairs: list[Any],
+    owner: list[int | None],
+    variables: Sequence[Any],
+    names: Sequence[str],
+) -> None:
+    """Raise if a matched pair's gradient or variable is not of its variable's shape."""
     problems = [
         f"{what} of {names[j]!r} has shape {jnp.shape(x)}, the variable {jnp.shape(variables[j])}"
         for j, k in enumerate(owner)
@@ -127,44 +284,7 @@ def match(
     ]
     if problems:
         raise ValueError(
-            f"{caller}: {'; '.join(problems)}; keep each gradient in its variable's shape "
-            "(a full list of pairs must keep compute_gradients' order)."
+            f"{caller}: {'; '.join(problems)}; keep each gradient in its variable's shape and "
+            "a rebuilt full list in compute_gradients' order, or pass the pairs "
+            "compute_gradients returned (each finds its variable in any order)."
         )
-    return [
-        None
-        if k is None or pairs[k][0] is None
-        else jnp.asarray(pairs[k][0], jnp.result_type(variables[j]))
-        for j, k in enumerate(owner)
-    ]
-
-
-def _unmatched(
-    caller: str,
-    pairs: list[tuple[Any, Any]],
-    found: list[list[int]],
-    names: Sequence[str],
-    n_variables: int,
-) -> NoReturn:
-    """Raise the error that lists every pair without exactly one variable of its own."""
-    problems = []
-    claimed: dict[int, int] = {}
-    for k, ((_, v), f) in enumerate(zip(pairs, found, strict=True)):
-        if len(f) > 1:
-            problems.append(
-                f"pair {k}'s variable is the same array object as variables "
-                f"{[names[j] for j in f]}, so it could be any of them"
-            )
-        elif not f:
-            problems.append(f"pair {k}'s variable ({describe(v)}) is not an array of state.params")
-        elif f[0] in claimed:
-            problems.append(f"pairs {claimed[f[0]]} and {k} both name variable {names[f[0]]!r}")
-        else:
-            claimed[f[0]] = k
-    raise ValueError(
-        f"{caller}: {len(pairs)} pairs for {n_variables} variables {list(names)} match no "
-        f"variable one-to-one: {'; '.join(problems)}; a pair finds its variable by identity, "
-        "so pass the pairs compute_gradients returned for state.params (a subset in any "
-        "order), or the full list in its order (None for a gradient to skip) — under "
-        "jax.jit, filter the pairs inside the jitted function, since pairs passed as an "
-        "argument are new tracers; sum two gradients of one variable into one pair."
-    )

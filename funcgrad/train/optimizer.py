@@ -151,8 +151,10 @@ class Optimizer:
 
         One pair per variable of ``params`` in ``jax.tree_util`` flatten order (the
         order of :func:`~funcgrad.train.variable_names`); the variable is that leaf's
-        value, the very object in ``params``, which is how ``apply_gradients`` finds
-        it again.  The gradient is ``None`` for a variable the loss does not depend on
+        value, the very object in ``params``.  Each pair is a tuple that also carries
+        its variable's name as pytree metadata (kept by ``jax.jit`` and
+        ``jax.tree.map``), which is how ``apply_gradients`` finds it again in any
+        order.  The gradient is ``None`` for a variable the loss does not depend on
         (as ``fg.gradients`` decides) or that ``var_list`` leaves out; left-out
         variables and leaves that are not variables are not differentiated at all.
         A non-scalar loss is differentiated as its sum, as ``tf.gradients`` does.
@@ -214,11 +216,13 @@ class Optimizer:
 
         As in TensorFlow, any subset of the pairs ``compute_gradients`` returned, in
         any order, may be given (``[(g, v) for g, v in gvs if g is not None]``): a pair
-        finds its variable by identity — its variable is the very array object (or,
-        inside ``jax.jit``, the very tracer) of ``state.params``.  The full list in
-        ``compute_gradients``' order also works by position, with variables that are
-        copies, NumPy arrays or ``None``: the form that crosses a ``jax.jit`` boundary.
-        A pair that matches no variable, or several, is an error.
+        of ``compute_gradients`` finds its variable by the name it carries (also
+        through ``jax.jit``), and a rebuilt pair by identity — its variable is the very
+        array object (or, inside ``jax.jit``, the very tracer) of ``state.params``.  A
+        rebuilt full list in ``compute_gradients``' order also works by position, with
+        variables that are copies, NumPy arrays or ``None``, where no two of those
+        variables share a shape (``None`` states the order).  A pair that matches no
+        variable, or several, is an error.
 
         A ``None`` gradient, or a variable with no pair, is skipped: that variable
         and its optimizer slots stay unchanged, as in TensorFlow.  Gradients are cast
@@ -320,7 +324,7 @@ class Optimizer:
     ) -> GradsAndVars | tuple[GradsAndVars, Any]:
         """``compute_gradients``' pairs (and ``aux``) of ``loss`` at ``params``."""
         out, _, grads, _ = self._gradients(caller, call, loss, params, state)
-        gvs = list(zip(grads, Flat(params).variables, strict=True))
+        gvs = _pairs.named(grads, Flat(params).variables, variable_names(params))
         return (gvs, out[1]) if loss.has_aux else gvs
 
     def _gradients(

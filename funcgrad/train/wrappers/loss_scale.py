@@ -377,12 +377,12 @@ class LossScaleOptimizer(Optimizer):
         the scale.
 
         The pairs are matched to ``state.params`` as by
-        :meth:`funcgrad.train.Optimizer.apply_gradients` (any subset, by identity; the
-        full list, by position).  With a dynamic scale, a pair holding ``inf`` or
-        ``NaN`` skips the step — parameters, the wrapped optimizer's slots and
-        ``global_step`` unchanged — and lowers the scale; a finite step is applied by
-        the wrapped optimizer (``global_step`` += 1) and counts toward growth.  With a
-        fixed scale every step is applied.
+        :meth:`funcgrad.train.Optimizer.apply_gradients` (any subset, by the pairs'
+        names or identity; a rebuilt full list, by position).  With a dynamic scale, a
+        pair holding ``inf`` or ``NaN`` skips the step — parameters, the wrapped
+        optimizer's slots and ``global_step`` unchanged — and lowers the scale; a
+        finite step is applied by the wrapped optimizer (``global_step`` += 1) and
+        counts toward growth.  With a fixed scale every step is applied.
 
         Args:
           grads_and_vars: the pairs :meth:`compute_gradients` returned, processed or not.
