@@ -275,6 +275,20 @@ def test_set_learning_rate_sets_every_rate_of_a_group() -> None:
     np.testing.assert_array_equal(rates, [0.5, 0.5])
 
 
+def test_set_learning_rate_refuses_a_group_with_a_scheduled_optimizer() -> None:
+    group = fg.train.OptimizerGroup(
+        a=(fg.train.GradientDescentOptimizer(0.1), ["a"]),
+        b=(fg.train.AdamOptimizer(fg.train.exponential_decay(0.1, 10, 0.5)), ["b"]),
+    )
+    state = group.init({"a": jnp.ones(1), "b": jnp.ones(1)})
+    with pytest.raises(
+        ValueError,
+        match=r"state\.opt_state\['b'\].* holds a learning-rate schedule.*build that "
+        "optimizer with a float learning_rate",
+    ):
+        fg.train.set_learning_rate(state, 0.5)
+
+
 def test_each_optimizer_is_an_optimizer_whose_init_makes_the_group_state() -> None:
     group = _gan_group()
     assert sorted(group) == ["D", "G"] and len(group) == 2

@@ -176,3 +176,27 @@ def test_bad_decay_schedules(decay, step, error, match) -> None:
     with pytest.raises(error, match=match):
         ema = fg.train.ExponentialMovingAverage(decay)
         ema.apply(ema.init(jnp.zeros(1)), jnp.ones(1), step=step)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        pytest.param(np.int64(2**40), id="int64_2**40"),
+        pytest.param(2**31, id="python_2**31"),
+        pytest.param(np.uint64(2**63), id="uint64_2**63"),
+        pytest.param(np.array(2**62), id="numpy_array_2**62"),
+    ],
+)
+def test_a_step_beyond_int32_is_not_wrapped(step) -> None:
+    """TensorFlow casts num_updates to float32; a wrap to int32 would give step 0 (or an
+    OverflowError) and a decay of (1 + 0) / (10 + 0)."""
+    ema = fg.train.ExponentialMovingAverage(0.5, num_updates=True)
+    state = ema.apply(ema.init(jnp.float32(0.0)), jnp.float32(10.0), step=step)
+    expected = _reference(0.5, [10.0], 0.0, num_updates=False)[0]  # (1+s)/(10+s) > 0.5
+    np.testing.assert_allclose(state.average, expected, rtol=1e-6)
+
+
+def test_a_decay_schedule_refuses_a_step_beyond_int32() -> None:
+    ema = fg.train.ExponentialMovingAverage(lambda step: jnp.where(step < 3, 0.5, 0.9))
+    with pytest.raises(ValueError, match=r"step is 2147483648, beyond the int32 .* below 2\*\*31"):
+        ema.apply(ema.init(jnp.zeros(1)), jnp.ones(1), step=2**31)

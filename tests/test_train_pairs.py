@@ -317,3 +317,27 @@ def test_compute_gradients_pairs_are_tuples_that_pickle_and_map() -> None:
     state = opt.init(PARAMS)
     kept = pickle.loads(pickle.dumps(jax.device_get(gvs)))[:2][::-1]
     chex.assert_trees_all_equal(opt.apply_gradients(kept, state), opt.apply_gradients(gvs, state))
+
+
+@JIT
+@pytest.mark.parametrize(
+    ("gradient", "match"),
+    [
+        pytest.param(
+            jnp.array([1.0 + 2.0j, 0.5j]),
+            r"the gradient of 'b' is complex64, the variable float32.*jnp\.real\(g\)",
+            id="complex",
+        ),
+        pytest.param(
+            jnp.array([True, False]),
+            r"the gradient of 'b' is bool, the variable float32.*g\.astype\(jnp\.float32\)",
+            id="bool",
+        ),
+    ],
+)
+def test_a_gradient_whose_cast_loses_its_meaning_is_refused(jit, gradient, match) -> None:
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    state = opt.init(PARAMS)
+    apply = compiled(opt.apply_gradients, jit)
+    with pytest.raises(TypeError, match=match):
+        apply([(gradient, None) if k == 1 else (None, None) for k in range(3)], state)

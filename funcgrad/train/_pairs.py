@@ -185,6 +185,7 @@ def match(
             "tracers; sum two gradients of one variable into one pair."
         )
     _check_shapes(caller, pairs, owner, variables, names)
+    _check_dtypes(caller, pairs, owner, variables, names)
     return [
         None
         if k is None or pairs[k][0] is None
@@ -287,4 +288,34 @@ def _check_shapes(
             f"{caller}: {'; '.join(problems)}; keep each gradient in its variable's shape and "
             "a rebuilt full list in compute_gradients' order, or pass the pairs "
             "compute_gradients returned (each finds its variable in any order)."
+        )
+
+
+def _check_dtypes(
+    caller: str,
+    pairs: list[Any],
+    owner: list[int | None],
+    variables: Sequence[Any],
+    names: Sequence[str],
+) -> None:
+    """Raise if a gradient cannot be cast to its variable's dtype without losing its
+    meaning: a boolean gradient, or a complex one for a real variable."""
+    problems = []
+    for j, k in enumerate(owner):
+        gradient = None if k is None else pairs[k][0]
+        if gradient is None:
+            continue
+        have, want = jnp.result_type(gradient), jnp.result_type(variables[j])
+        if have == jnp.bool_ or (
+            jnp.issubdtype(have, jnp.complexfloating)
+            and not jnp.issubdtype(want, jnp.complexfloating)
+        ):
+            problems.append(
+                f"the gradient of {names[j]!r} is {have.name}, the variable {want.name}"
+            )
+    if problems:
+        raise TypeError(
+            f"{caller}: {'; '.join(problems)}; a cast would drop the imaginary part or "
+            "make True a 1.0, so pass a floating-point gradient — jnp.real(g) for the real "
+            "part of a complex one, g.astype(jnp.float32) for a mask meant as 0 and 1."
         )

@@ -58,6 +58,17 @@ def _float_leaves(caller: str, params: PyTree) -> None:
         )
 
 
+def _as_int32(caller: str, step: Any) -> jax.Array:
+    """``step`` as the ``int32`` a decay schedule reads; a host integer beyond it is an
+    error, never wrapped."""
+    if not isinstance(step, jax.Array) and not -(2**31) <= int(np.asarray(step)) < 2**31:
+        raise ValueError(
+            f"{caller}: step is {int(np.asarray(step))}, beyond the int32 that a decay "
+            "schedule reads (state.global_step is an int32); pass a step below 2**31."
+        )
+    return jnp.asarray(step, jnp.int32)
+
+
 class ExponentialMovingAverage:
     r"""TensorFlow 1.x's ``tf.train.ExponentialMovingAverage`` on a parameter pytree.
 
@@ -218,11 +229,13 @@ class ExponentialMovingAverage:
         caller = "fg.train.ExponentialMovingAverage.apply(ema_state, params, step)"
         self._check(caller, ema_state, params, step)
         if callable(self.decay):
-            decay = jnp.asarray(self.decay(jnp.asarray(step)), jnp.float32)
+            decay = jnp.asarray(self.decay(_as_int32(caller, step)), jnp.float32)
         else:
             decay = jnp.float32(self.decay)
         if self.num_updates:
-            s = jnp.asarray(step).astype(jnp.float32)
+            # As TensorFlow's cast of num_updates to float32: a host integer is converted
+            # as it is, never first wrapped to int32 (2**40 would become 0).
+            s = step.astype(jnp.float32) if isinstance(step, jax.Array) else np.float32(step)
             decay = jnp.minimum(decay, (1.0 + s) / (10.0 + s))
         rate = 1.0 - decay
 

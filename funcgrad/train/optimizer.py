@@ -240,7 +240,8 @@ class Optimizer:
           The new ``TrainState``.
 
         Raises:
-          TypeError: ``grads_and_vars`` is not a list of pairs (a gradient pytree);
+          TypeError: ``grads_and_vars`` is not a list of pairs (a gradient pytree), or
+            a gradient is boolean, or complex for a real variable;
             ``state`` is not a ``TrainState`` (the parameters, or TensorFlow's
             ``global_step``); a keyword argument.
           ValueError: a pair matches no variable or an ambiguous one, a gradient has

@@ -62,15 +62,23 @@ def _is_injected(node: Any) -> bool:
 
 def _replace_rate(node: Any, learning_rate: float | jax.Array) -> Any | None:
     """``node`` with its float learning rate replaced, or ``None`` if it holds none."""
+    if _holds_schedule(node):
+        return None
     if isinstance(node, InjectLearningRateState):
-        if node.learning_rate is None:  # a schedule
-            return None
         return node._replace(learning_rate=jnp.asarray(learning_rate, jnp.float32))
     rates = node.hyperparams
-    if "learning_rate" not in rates or "learning_rate" in node.hyperparams_states:
-        return None  # no rate, or a schedule that would overwrite it at the next step
+    if "learning_rate" not in rates:
+        return None
     rate = jnp.asarray(learning_rate, jnp.result_type(rates["learning_rate"]))
     return node._replace(hyperparams={**rates, "learning_rate": rate})
+
+
+def _holds_schedule(node: Any) -> bool:
+    """Whether an injected-rate state takes its rate from a schedule (an optax
+    schedule would overwrite a set rate at the next step)."""
+    if isinstance(node, InjectLearningRateState):
+        return node.learning_rate is None
+    return "learning_rate" in node.hyperparams_states
 
 
 def set_learning_rate(state: TrainState, learning_rate: float | jax.Array) -> TrainState:
@@ -85,7 +93,8 @@ def set_learning_rate(state: TrainState, learning_rate: float | jax.Array) -> Tr
       state: a ``TrainState`` of one of ``fg.train``'s optimizers built with a float
         learning rate, or of ``fg.train.Optimizer(optax.inject_hyperparams(...)(
         learning_rate=0.1))`` — alone or inside an ``optax.chain``.  In an
-        :class:`~funcgrad.train.OptimizerGroup`'s state, every optimizer's rate is set.
+        :class:`~funcgrad.train.OptimizerGroup`'s state, every optimizer's rate is
+        set, and one of them with a schedule is an error.
       learning_rate: the new rate, finite and non-negative.
 
     Returns:
@@ -94,8 +103,8 @@ def set_learning_rate(state: TrainState, learning_rate: float | jax.Array) -> Tr
     Raises:
       TypeError: ``state`` is not a ``TrainState``.
       ValueError: the rate is negative or not finite, or ``state.opt_state`` holds no
-        float learning rate (a schedule computes its rate from the step, so setting
-        it would be undone at the next step).
+        float learning rate, or holds a schedule (a schedule computes its rate from
+        the step, so setting it would be undone at the next step).
 
     Example:
       >>> opt = fg.train.GradientDescentOptimizer(0.1)
@@ -112,23 +121,32 @@ def set_learning_rate(state: TrainState, learning_rate: float | jax.Array) -> Tr
     caller = "fg.train.set_learning_rate(state, learning_rate)"
     _habits.check_state(caller, state, "state = fg.train.set_learning_rate(state, 0.01)")
     check_rate(caller, learning_rate)
-    found = []
+    found, schedules = [], []
 
-    def replace(node: Any) -> Any:
+    def replace(path: Any, node: Any) -> Any:
         if not _is_injected(node):
             return node
         new = _replace_rate(node, learning_rate)
-        if new is None:
-            return node
-        found.append(node)
-        return new
+        if new is not None:
+            found.append(path)
+        elif _holds_schedule(node):
+            schedules.append(path)
+        return node if new is None else new
 
-    opt_state = jax.tree.map(replace, state.opt_state, is_leaf=_is_injected)
+    opt_state = jax.tree_util.tree_map_with_path(replace, state.opt_state, is_leaf=_is_injected)
     if not found:
         raise ValueError(
             f"{caller}: state.opt_state holds no float learning rate (a schedule, or an "
             "optax transformation with its rate built in); build the optimizer with a "
             "float learning_rate, e.g. fg.train.AdamOptimizer(0.001) or "
             "fg.train.Optimizer(optax.inject_hyperparams(optax.adam)(learning_rate=0.001))."
+        )
+    if schedules:
+        where = ", ".join(f"state.opt_state{jax.tree_util.keystr(p)}" for p in schedules)
+        raise ValueError(
+            f"{caller}: {where} holds a learning-rate schedule, which computes its rate from "
+            "the step, so a rate set here would be undone at the next step, while the "
+            "other optimizers' rates would change; build that optimizer with a float "
+            "learning_rate to set all rates, or change its schedule."
         )
     return state._replace(opt_state=opt_state)
