@@ -13,7 +13,9 @@ registered or overridden gradient, or a ``py_func``'s NumPy ``grad``.
 and a funcgrad state (with its optimizer, group or moving averages) compared variable by
 variable and slot by slot, by TensorFlow's names.
 
-The gradient checks evaluate ``f`` many times and compare the numbers on the host, so
+Beyond a size, :func:`check_gradients` checks a Jacobian at random rows, and
+:func:`compute_gradient`, whose dense form is TensorFlow's, refuses.  The gradient
+checks evaluate ``f`` many times and compare the numbers on the host, so
 they run outside ``jax.jit`` and ``jax.vmap`` (given traced values, they raise
 ``TypeError``); ``f`` itself is jitted, so it must be traceable by ``jax.jit``.
 """
@@ -25,6 +27,7 @@ import functools
 import math
 import os
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
@@ -48,6 +51,12 @@ __all__ = ["check_gradients", "compare_tf_checkpoint", "compute_gradient"]
 
 _MODES = ("rev", "fwd")
 _TF_DELTA = 1e-3  # tf.compat.v1.test.compute_gradient's default delta
+#: check_gradients compares an input's whole Jacobian up to this many elements
+#: (x.size * y.size); beyond it, the elements of _SAMPLES random rows (_Function.sampled).
+_DENSE_MAX = 2**18
+_SAMPLES = 16
+#: compute_gradient's largest Jacobian (x.size * y.size elements, TensorFlow's dense form).
+_COMPUTE_MAX = 2**24
 
 
 @dataclasses.dataclass
@@ -61,52 +70,99 @@ class _Function:
     shapes: list[jax.ShapeDtypeStruct]  # the output leaves
     derivative: str  # how one Jacobian element reads, with {y} and {x}
 
-    def jacobians(self, mode: str) -> list[np.ndarray]:
-        """Per input, funcgrad's Jacobian ``[x.size, y.size]`` (``y``: the outputs, flat)."""
+    def jacobians(self, mode: str, inputs: Sequence[int]) -> list[np.ndarray]:
+        """Per input of ``inputs``, funcgrad's Jacobian ``[x.size, y.size]`` (``y``: the
+        outputs, flat)."""
+        if not inputs:
+            return []
         if mode == "fwd":
-            argnums = tuple(range(len(self.point)))
-            jac = jax.jit(jax.jacfwd(self.fun, argnums=argnums))(*self.point)
+            jac = jax.jit(jax.jacfwd(self.fun, argnums=tuple(inputs)))(*self.point)
             return [
                 np.concatenate(
-                    [np.reshape(jac[k][i], (s.size, x.size)).T for k, s in enumerate(self.shapes)],
+                    [np.reshape(jac[k][n], (s.size, -1)).T for k, s in enumerate(self.shapes)],
                     axis=1,
                 )
-                for i, x in enumerate(self.point)
+                for n, _ in enumerate(inputs)
             ]
-        pull = jax.jit(lambda cts, v: gradients(self.fun, v, cts, unconnected_gradients="zero"))
-        zeros = [np.zeros(s.shape, s.dtype) for s in self.shapes]
+        pull = self._pull()
         columns = []
-        for k, s in enumerate(self.shapes):
-            for j in range(s.size):
-                one = np.zeros(s.size, s.dtype)
-                one[j] = 1
-                cts = replace_at(zeros, [k], [one.reshape(s.shape)])
-                columns.append([np.ravel(g) for g in pull(cts, list(self.point))])
+        for j in range(sum(s.size for s in self.shapes)):
+            grads = pull(self._one_hot(j), list(self.point))
+            columns.append([np.ravel(grads[i]) for i in inputs])
         return [
-            np.stack([c[i] for c in columns], axis=1) if columns else np.zeros((x.size, 0), x.dtype)
-            for i, x in enumerate(self.point)
+            np.stack([c[n] for c in columns], axis=1)
+            if columns
+            else np.zeros((self.point[i].size, 0), self.point[i].dtype)
+            for n, i in enumerate(inputs)
         ]
 
+    def _pull(self) -> Callable[..., list[jax.Array]]:
+        """``(cotangents, point) -> fg.gradients``: funcgrad's reverse mode, jitted."""
+        return jax.jit(lambda cts, v: gradients(self.fun, v, cts, unconnected_gradients="zero"))
+
+    def _one_hot(self, j: int) -> list[np.ndarray]:
+        """The cotangent of output element ``j`` (of the outputs, flat)."""
+        flat = np.zeros(sum(s.size for s in self.shapes))
+        flat[j] = 1
+        ends = np.cumsum([s.size for s in self.shapes])[:-1]
+        return [
+            np.reshape(c, s.shape).astype(s.dtype)
+            for c, s in zip(np.split(flat, ends), self.shapes, strict=True)
+        ]
+
+    def sampled(
+        self, i: int, mode: str, delta: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, cols, funcgrad, numerical)``: input ``i``'s Jacobian at ``_SAMPLES``
+        random rows (input elements, a fixed generator, so a failure repeats) and, in
+        reverse mode, the columns where each row's central differences are largest plus
+        ``_SAMPLES`` random ones; forward mode gives whole rows.  Memory follows
+        ``x.size + y.size``, not their product.
+        """
+        rng = np.random.default_rng(0)
+        x = self.point[i]
+        rows = np.sort(rng.choice(x.size, size=min(_SAMPLES, x.size), replace=False))
+        want = np.stack(
+            [(_flat64(p) - _flat64(n)) / step for p, n, step in self.central(i, delta, rows)]
+        )
+        if mode == "fwd":
+
+            def tangent(point: list[jax.Array], t: jax.Array) -> list[jax.Array]:
+                along = functools.partial(lambda p, xi: self.fun(*replace_at(p, [i], [xi])), point)
+                return list(jax.jvp(along, (point[i],), (t,))[1])
+
+            push = jax.jit(tangent)
+            got = np.stack([_flat64(push(list(self.point), _basis(x, r))) for r in rows])
+            return rows, np.arange(want.shape[1]), got, want
+        picked = rng.choice(want.shape[1], size=min(_SAMPLES, want.shape[1]), replace=False)
+        cols = np.unique(np.concatenate([np.argmax(np.abs(want), axis=1), picked]))
+        pull = self._pull()
+        got = np.stack(
+            [np.ravel(pull(self._one_hot(j), list(self.point))[i])[rows] for j in cols], axis=1
+        )
+        return rows, cols, got.astype(np.float64), want[:, cols]
+
     def central(
-        self, i: int, delta: float
+        self, i: int, delta: float, rows: Iterable[int] | None = None
     ) -> list[tuple[list[np.ndarray], list[np.ndarray], float]]:
-        """Per element of input ``i``: ``f(x + delta e)``, ``f(x - delta e)`` and the step.
+        """Per element of input ``i`` (or of ``rows``): ``f(x + delta e)``,
+        ``f(x - delta e)`` and the step.
 
         The perturbed input is rounded to its dtype, as TensorFlow's is; the step is the
         difference of the two inputs actually evaluated.
         """
         evaluate = jax.jit(self.fun)
         x = self.point[i]
-        rows = []
-        for r in range(x.size):
+        found = []
+        for r in range(x.size) if rows is None else rows:
             pos, neg = x.copy(), x.copy()
             pos.reshape(-1)[r] += delta
             neg.reshape(-1)[r] -= delta
             step = float(pos.reshape(-1)[r]) - float(neg.reshape(-1)[r])
             ys_pos = [np.asarray(y) for y in evaluate(*replace_at(self.point, [i], [pos]))]
             ys_neg = [np.asarray(y) for y in evaluate(*replace_at(self.point, [i], [neg]))]
-            rows.append((ys_pos, ys_neg, step))
-        return rows
+            found.append((ys_pos, ys_neg, step))
+        return found
 
     def numerical(self, i: int, delta: float) -> np.ndarray:
         """Input ``i``'s Jacobian ``[x.size, y.size]`` by central differences, in float64."""
@@ -141,8 +197,15 @@ class _Function:
         return _Function(grad, self.point, self.inputs, self.inputs, shapes, derivative)
 
 
-def _flat64(ys: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate([np.ravel(y).astype(np.float64) for y in ys])
+def _flat64(ys: Sequence[Any]) -> np.ndarray:
+    return np.concatenate([np.ravel(np.asarray(y)).astype(np.float64) for y in ys])
+
+
+def _basis(x: np.ndarray, r: int) -> np.ndarray:
+    """The unit tangent of element ``r`` of ``x`` (C order), in ``x``'s dtype."""
+    one = np.zeros(x.size, x.dtype)
+    one[r] = 1
+    return one.reshape(x.shape)
 
 
 def _function(caller: str, f: Callable[..., Any], xs: Any) -> _Function:
@@ -225,7 +288,9 @@ def compute_gradient(f: Callable[..., Any], xs: Any, delta: float | None = None)
       TypeError: ``f`` is not callable, an input is not a real floating array (an
         element of a list that is itself a list or dict included), ``f`` does not return
         one floating array, or ``xs`` holds traced values (inside ``jax.jit``).
-      ValueError: ``xs`` is empty, or ``delta`` is not a positive finite number.
+      ValueError: ``xs`` is empty, ``delta`` is not a positive finite number, or a
+        Jacobian would have more than ``2**24`` elements (the message gives its size;
+        :func:`check_gradients` checks such an input at random rows).
 
     Example:
       >>> theoretical, numerical = fg.testing.compute_gradient(
@@ -263,10 +328,11 @@ def compute_gradient(f: Callable[..., Any], xs: Any, delta: float | None = None)
             f"{func.outputs or 'none'}; concatenate them into one, e.g. "
             "jnp.concatenate([a.ravel(), b.ravel()])."
         )
+    _check_size(caller, func)
     y_dtype = func.shapes[0].dtype
     scale = np.asarray(2 * delta, dtype=y_dtype)[()]
     pairs = []
-    for i, theoretical in enumerate(func.jacobians("rev")):
+    for i, theoretical in enumerate(func.jacobians("rev", range(len(func.point)))):
         x_dtype = func.point[i].dtype
         numerical = [(p[0] - n[0]) / scale for p, n, _ in func.central(i, delta)]
         shape = (func.point[i].size, func.shapes[0].size)
@@ -277,6 +343,24 @@ def compute_gradient(f: Callable[..., Any], xs: Any, delta: float | None = None)
             )
         )
     return pairs if multi else pairs[0]
+
+
+def _check_size(caller: str, func: _Function) -> None:
+    """Refuse Jacobians too large to hold densely, naming the size and the alternative."""
+    width = func.shapes[0].size
+    big = [
+        f"{name}'s Jacobian would be {x.size} x {width} = {x.size * width:,} elements "
+        f"({2 * x.size * width * x.dtype.itemsize / 2**20:,.0f} MiB for the two)"
+        for name, x in zip(func.inputs, func.point, strict=True)
+        if x.size * width > _COMPUTE_MAX
+    ]
+    if big:
+        raise ValueError(
+            f"{caller}: {'; '.join(big)}, over the {_COMPUTE_MAX:,} elements it builds "
+            "densely (TensorFlow's form); check the gradient with "
+            "fg.testing.check_gradients(f, xs), which checks a large input's Jacobian at "
+            "random rows, or pass a smaller input."
+        )
 
 
 def check_gradients(
@@ -298,6 +382,14 @@ def check_gradients(
     central differences *of that gradient* — so a second derivative is checked against
     the first one that funcgrad computes, as ``jax.test_util.check_grads`` does.  An
     element passes when ``|funcgrad - numerical| <= atol + rtol * |numerical|``.
+
+    An input whose Jacobian has more than ``2**18`` elements (``x.size * y.size``) is
+    checked at 16 random rows (input elements, from a fixed generator, so a failure
+    repeats) instead of whole: forward mode compares those rows whole, reverse mode
+    their elements where each row's central differences are largest, plus 16 random
+    columns.  Memory and work then follow ``x.size + y.size``, not their product, as
+    ``jax.test_util.check_grads``' random directions do; a rule wrong everywhere is
+    caught as before, one wrong element among millions only if it is sampled.
 
     ``"rev"`` differentiates with ``fg.gradients`` (TensorFlow's ``tf.gradients``, custom,
     registered and overridden gradients, ``py_func`` gradients, the cuts of
@@ -333,7 +425,9 @@ def check_gradients(
         not an array or is complex, or ``xs`` holds traced values (inside ``jax.jit``).
       ValueError: ``order`` is not 1 or 2, a mode is unknown, a tolerance or ``eps`` is
         not a positive finite number, ``xs`` or ``f``'s outputs have no floating leaf,
-        or ``"fwd"`` is asked of a function that holds a ``jax.custom_vjp``.
+        ``"fwd"`` is asked of a function that holds a ``jax.custom_vjp``, or of
+        ``order=2`` beyond ``2**18`` Jacobian elements (its gradient is a dense
+        ``jax.jacfwd``).
 
     Example:
       >>> @fg.custom_gradient
@@ -375,6 +469,14 @@ def check_gradients(
             "fg.gradient_override_map or fg.py_func build one), which forward mode cannot "
             "pass through; check it with modes=('rev',)."
         )
+    width = sum(s.size for s in func.shapes)
+    if order == 2 and "fwd" in modes and any(x.size * width > _DENSE_MAX for x in func.point):
+        raise ValueError(
+            f"{caller}: order=2 with 'fwd' builds the gradient with jax.jacfwd, whose "
+            f"memory follows x.size * y.size = {max(x.size for x in func.point) * width:,} "
+            f"elements here, over {_DENSE_MAX:,}; check the second order with "
+            "modes=('rev',), and forward mode at order=1."
+        )
     dtypes = [x.dtype for x in func.point] + [s.dtype for s in func.shapes]
     default = max(float(jnp.finfo(d).eps) for d in dtypes) ** (1 / 3)
     tol = _Tolerance(
@@ -402,12 +504,22 @@ class _Tolerance:
 
 
 def _compare(func: _Function, modes: list[str], tol: _Tolerance, over: str) -> list[str]:
-    """One line per input and mode whose Jacobian does not match central differences."""
-    numerical = [func.numerical(i, tol.eps) for i in range(len(func.point))]
+    """One line per input and mode whose Jacobian does not match central differences:
+    every element up to ``_DENSE_MAX`` elements, sampled rows beyond."""
+    width = sum(s.size for s in func.shapes)
+    dense = [i for i, x in enumerate(func.point) if x.size * width <= _DENSE_MAX]
+    numerical = {i: func.numerical(i, tol.eps) for i in dense}
     problems = []
     for mode in modes:
-        for i, got in enumerate(func.jacobians(mode)):
-            want = numerical[i]
+        checks = {
+            i: (np.arange(func.point[i].size), np.arange(width), got, numerical[i])
+            for i, got in zip(dense, func.jacobians(mode, dense), strict=True)
+        }
+        checks.update(
+            (i, func.sampled(i, mode, tol.eps)) for i in range(len(func.point)) if i not in dense
+        )
+        for i in range(len(func.point)):
+            rows, cols, got, want = checks[i]
             error = np.abs(got.astype(np.float64) - want)
             allowed = tol.atol + tol.rtol * np.abs(want)
             failing = ~(error <= allowed)  # NaN fails
@@ -416,13 +528,20 @@ def _compare(func: _Function, modes: list[str], tol: _Tolerance, over: str) -> l
             ratio = np.where(np.isnan(error), np.inf, error / allowed)
             row, col = (int(k) for k in np.unravel_index(int(np.argmax(ratio)), got.shape))
             where = func.derivative.format(
-                y=_element(func, col), x=_at(func.inputs[i], func.point[i].shape, row)
+                y=_element(func, int(cols[col])),
+                x=_at(func.inputs[i], func.point[i].shape, int(rows[row])),
+            )
+            sample = (
+                ""
+                if i in dense
+                else f", sampled in {len(rows)} random rows: {func.point[i].size} x {width} "
+                "are too many to check all"
             )
             problems.append(
                 f"{where} ({mode}{over}) is {got[row, col]:.6g}, central differences give "
                 f"{want[row, col]:.6g}: off by {error[row, col]:.3g}, more than atol + rtol * "
                 f"|numerical| = {allowed[row, col]:.3g} ({int(failing.sum())} of "
-                f"{failing.size} elements fail)"
+                f"{failing.size} elements fail{sample})"
             )
     return problems
 

@@ -1,5 +1,7 @@
 """fg.testing: compute_gradient's layout and formula, and check_gradients catching wrong rules."""
 
+import tracemalloc
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -426,3 +428,79 @@ def test_compare_tf_checkpoint_bad_input(tmp_path):
         fg.testing.compare_tf_checkpoint(
             prefix, opt.init({"W": jnp.ones(2), "V": jnp.ones(1)}), opt
         )
+
+
+# --- large inputs: bounded memory ------------------------------------------------------
+
+BIG = jnp.linspace(-2.0, 2.0, 10_000)
+
+
+def _peak_mib(call):
+    """The peak of Python-tracked allocations (NumPy arrays included) during ``call``."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_10000_element_input_is_checked_in_bounded_memory():
+    # The whole Jacobian would be 10^8 float64 elements: 763 MiB for the differences alone.
+    peak = _peak_mib(
+        lambda: fg.testing.check_gradients(
+            lambda x: jnp.tanh(x) * x**2, BIG, order=2, modes=("rev",)
+        )
+    )
+    assert peak < 64
+    assert _peak_mib(lambda: fg.testing.check_gradients(jnp.sin, BIG, modes=("fwd",))) < 64
+
+
+@pytest.mark.parametrize("modes", [("rev",), ("fwd",)])
+def test_a_large_dense_jacobian_is_sampled_and_still_right(modes):
+    w = jnp.asarray(np.random.default_rng(1).normal(size=(100, 3000)) / 50, jnp.float32)
+    fg.testing.check_gradients(lambda w, v: jnp.tanh(w @ v), [w, BIG[:3000]], modes=modes)
+
+
+def test_a_rule_wrong_everywhere_is_caught_in_a_large_input():
+    @fg.custom_gradient
+    def sin(x):
+        return jnp.sin(x), lambda dy: dy * jnp.cos(x) * 1.05
+
+    with pytest.raises(
+        AssertionError,
+        match=r"d ys\[\d+\] / d xs\[\d+\] \(rev\) .* of 512 elements fail, sampled in 16 "
+        r"random rows: 10000 x 10000 are too many to check all\); a derivative rule",
+    ):
+        fg.testing.check_gradients(sin, BIG)
+
+
+def test_a_wrong_second_derivative_is_caught_in_a_large_input():
+    @fg.custom_gradient
+    def cube(x):
+        return x**3, lambda dy: dy * 3.0 * jax.lax.stop_gradient(x) ** 2
+
+    with pytest.raises(AssertionError, match=r"\(rev over rev\).*sampled in 16 random rows"):
+        fg.testing.check_gradients(cube, BIG, order=2)
+
+
+def test_compute_gradient_refuses_a_jacobian_too_large_to_hold():
+    def refused():
+        with pytest.raises(
+            ValueError,
+            match=r"xs's Jacobian would be 10000 x 10000 = 100,000,000 elements \(763 MiB "
+            r"for the two\), over the 16,777,216 elements.*fg\.testing\.check_gradients\(f, "
+            r"xs\), which checks a large input's Jacobian at random rows",
+        ):
+            fg.testing.compute_gradient(jnp.sin, BIG)
+
+    assert _peak_mib(refused) < 16  # refused before anything of that size is built
+
+
+def test_second_order_forward_mode_refuses_a_large_input():
+    with pytest.raises(
+        ValueError,
+        match=r"order=2 with 'fwd' builds the gradient with jax\.jacfwd.*100,000,000 elements.*"
+        r"modes=\('rev',\)",
+    ):
+        fg.testing.check_gradients(jnp.sin, BIG, order=2, modes=("rev", "fwd"))
