@@ -5,12 +5,13 @@ Design note
 Called at the top level (no transformation is tracing: ``jax.extend.core``'s opaque
 trace state is the one at import) on concrete arrays, ``func`` is simply called and its
 outputs checked against ``Tout``: nothing is compiled, so a new ``func`` each call costs
-nothing (a callback with a new ``func`` is compiled anew and kept by JAX).  Traced,
-``func`` runs on the host through ``jax.pure_callback`` (``vmap_method="sequential"``,
-or ``"broadcast_all"`` when ``vectorized=True``), or through an ordered
-``jax.experimental.io_callback`` when ``stateful=True``.  The host side is a frozen
-dataclass, so two calls with the same ``func`` and ``Tout`` compare equal and JAX's
-caches hit.
+nothing.  Traced, ``func`` runs on the host through ``jax.pure_callback``
+(``vmap_method="sequential"``, or ``"broadcast_all"`` when ``vectorized=True``), or
+through an ordered ``jax.experimental.io_callback`` when ``stateful=True``.  JAX keeps
+the executable it compiles for a callback evaluated eagerly, keyed on the callback, so
+every callback compares equal and its host (``func`` and its checks) is found by a
+number passed as the callback's first operand (:class:`_Callback`): a new ``func`` each
+call — a gradient that makes a new ``py_func`` — shares one executable per signature.
 
 Gradients are a ``jax.custom_vjp`` whose backward pass builds the op record (an
 ``fg.Op`` of type ``"PyFunc"``) and calls ``grad(op, dy)``; ``grad`` may call ``py_func``
@@ -39,8 +40,10 @@ callback without outputs is removed under ``jax.jit`` and never runs.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import traceback
+import weakref
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
@@ -172,15 +175,47 @@ class _Host:
         raise PyFuncError(self.caller, type_name, message, traceback_text) from None
 
 
-@dataclasses.dataclass(frozen=True)
+#: The hosts of the live callbacks, by number (see :class:`_Callback`).
+_HOSTS: weakref.WeakValueDictionary[int, _Host] = weakref.WeakValueDictionary()
+_NUMBERS = itertools.count()
+
+
+def _free_number() -> int:
+    """A number no live host has, that fits the ``int32`` operand."""
+    while (number := next(_NUMBERS) % 2**31) in _HOSTS:
+        pass
+    return number
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class _Callback:
-    """``host`` as a callback: its error is kept for the caller (``funcgrad._core.host_errors``)."""
+    """``host`` as a callback: its error is kept for the caller (``funcgrad._core.host_errors``).
+
+    JAX keeps the executable it compiles for a callback evaluated outside ``jax.jit`` (a
+    ``py_func`` under eager ``fg.gradients`` or ``jax.grad``), keyed on the callback.  So
+    every ``_Callback`` compares equal, and the host runs by its number, the callback's
+    first operand: a new ``func`` each call (a gradient that makes a new ``py_func``)
+    reuses one executable instead of compiling and keeping another.  The number finds
+    the host in ``_HOSTS``, which holds it as long as this callback does — as long as
+    the jaxpr or the compiled function that can call it.
+    """
 
     host: _Host
+    number: int = dataclasses.field(default_factory=lambda: _free_number())
 
-    def __call__(self, *args: Any) -> tuple[np.ndarray, ...]:
+    def __post_init__(self) -> None:
+        _HOSTS[self.number] = self.host
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Callback)
+
+    def __hash__(self) -> int:
+        return hash(_Callback)
+
+    def __call__(self, number: Any, *args: Any) -> tuple[np.ndarray, ...]:
+        host = _HOSTS[int(np.ravel(number)[0])]  # ravel: vmap may broadcast it
         try:
-            return self.host(*args)
+            return host(*args)
         except PyFuncError as e:
             fields = (e.caller, e.type_name, e.message, e.traceback_text)
             raise PyFuncError(*fields, _host_errors.keep(PyFuncError, *fields)) from None
@@ -243,13 +278,14 @@ def _callback(
     """The traced call of ``host``: a pure callback, or an ordered one that refuses vmap."""
     result = _results(host)
     callback = _Callback(host)
+    number = np.int32(callback.number)
     if not stateful:
         method = "broadcast_all" if vectorized else "sequential"
-        return lambda *xs: jax.pure_callback(callback, result, *xs, vmap_method=method)
+        return lambda *xs: jax.pure_callback(callback, result, number, *xs, vmap_method=method)
 
     @jax.custom_batching.custom_vmap
     def ordered(*xs: jax.Array) -> tuple[jax.Array, ...]:
-        return io_callback(callback, result, *xs, ordered=True)
+        return io_callback(callback, result, number, *xs, ordered=True)
 
     @ordered.def_vmap
     def _refuse(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> Any:

@@ -3,6 +3,7 @@
 import gc
 import os
 import threading
+import weakref
 
 import chex
 import jax
@@ -723,3 +724,80 @@ def test_func_returning_none_is_an_error_naming_the_missing_return():
     assert info.value.type_name == "TypeError"
     with pytest.raises(jax.errors.JaxRuntimeError, match=match):
         jax.jit(lambda x: fg.py_func(forgot, [x], jnp.float32))(X).block_until_ready()
+
+
+# --- a new func each call: nothing compiled anew, nothing kept --------------------------
+
+
+def _clipped_relu(limit):
+    """The docs' clipped ReLU, its functions made anew (as a closure over ``limit``)."""
+
+    def forward_np(x):
+        return np.clip(x, -limit, limit)
+
+    def grad_np(x, dy):
+        return (dy * ((x >= -limit) & (x <= limit))).astype(np.float32)
+
+    def grad(op, dy):
+        return fg.py_func(grad_np, [op.inputs[0], dy], jnp.float32)
+
+    def clipped(x):
+        return fg.py_func(forward_np, [x], jnp.float32, grad=grad, name="clipped_relu")
+
+    return clipped, (forward_np, grad_np)
+
+
+_CONTEXTS = {
+    "eager_fg_gradients": lambda f, x: fg.gradients(lambda x: f(x), x),
+    "eager_jax_grad": lambda f, x: jax.grad(lambda x: f(x).sum())(x),
+}
+
+
+@pytest.mark.parametrize("context", _CONTEXTS)
+def test_a_gradient_that_makes_a_new_py_func_each_call_keeps_nothing(context):
+    x = jnp.array([-2.0, -1.0, 0.5, 40.0])
+    _CONTEXTS[context](_clipped_relu(3.0)[0], x)  # the first of a kind may stay compiled
+    gc.collect()
+    objects = len(gc.get_objects())
+    funcs = []
+    for i in range(30):
+        clipped, numpy_funcs = _clipped_relu(3.0 + i)
+        np.testing.assert_array_equal(_CONTEXTS[context](clipped, x), [1, 1, 1, 0])
+        funcs += [weakref.ref(f) for f in numpy_funcs]
+        del clipped, numpy_funcs
+    gc.collect()
+    # Before: each call compiled two callbacks that JAX kept, with their functions
+    # (366 objects and 2.8 MB a call); now they are freed with the call.
+    assert [f for f in funcs if f() is not None] == []
+    assert len(gc.get_objects()) - objects < 300
+
+
+def test_py_funcs_of_one_signature_each_run_their_own_func():
+    x = jnp.array([1.0, -2.0, 3.0])
+
+    def scaled(k):
+        def grad(op, dy):
+            return fg.py_func(lambda dy: (k * dy).astype(np.float32), [dy], jnp.float32)
+
+        def f(x, vectorized=False):
+            return fg.py_func(
+                lambda a: (k * a).astype(np.float32),
+                [x],
+                jnp.float32,
+                grad=grad,
+                vectorized=vectorized,
+            )
+
+        return f
+
+    def check(f, k):
+        np.testing.assert_array_equal(fg.gradients(lambda x: f(x).sum(), x), [k] * 3)
+        np.testing.assert_array_equal(jax.grad(lambda x: f(x).sum())(x), [k] * 3)
+        np.testing.assert_array_equal(jax.jit(f)(x), k * x)
+        batch = jnp.stack([x, 2 * x])
+        np.testing.assert_array_equal(jax.vmap(f)(batch), k * batch)
+        np.testing.assert_array_equal(jax.vmap(lambda x: f(x, vectorized=True))(batch), k * batch)
+
+    fs = {k: scaled(float(k)) for k in (2, 3, 5)}
+    for k in (5, 2, 3, 2):  # interleaved, so a shared executable would show
+        check(fs[k], k)

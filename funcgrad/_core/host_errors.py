@@ -47,11 +47,15 @@ def keep(make: type[BaseException], *args: object) -> str:
 def raised_as_kept() -> Iterator[None]:
     """Turn a ``JaxRuntimeError`` raised inside into the kept error its message names.
 
+    An executable that several threads run at once may report a callback's failure as
+    a ``ValueError`` with the same text (``INTERNAL: CpuCallback error``); it is taken
+    the same way.  Any other error, or one naming no kept error, passes unchanged.
+
     A context manager, and a decorator when called: ``@raised_as_kept()``.
     """
     try:
         yield
-    except jax.errors.JaxRuntimeError as error:
+    except (jax.errors.JaxRuntimeError, ValueError) as error:
         numbers = [int(n) for n in _TAG.findall(str(error))]
         with _LOCK:
             kept = [_KEPT.pop(n) for n in numbers if n in _KEPT]
