@@ -108,7 +108,7 @@ def explain_unconnected(
     xs: Any,
     grad_ys: PyTree = None,
     *,
-    stop_gradients: str | Sequence[str] = (),
+    stop_gradients: str | Sequence[str] | None = (),
 ) -> Any:
     """Why each input that ``fg.gradients(f, xs)`` gives ``None`` is not connected.
 
@@ -164,7 +164,7 @@ def explain_unconnected(
     """
     caller = "fg.explain_unconnected(f, xs)"
     _checks.check_function(caller, f, "fg.explain_unconnected(lambda x: x ** 2, x)")
-    stop = _taps.as_names(caller, "stop_gradients", stop_gradients)
+    stop = _taps.as_names(caller, "stop_gradients", stop_gradients, none=True)
     multi, _, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     frame = _taps.Frame(caller, stop=frozenset(stop))
     traced = _differentiate.trace(

@@ -104,7 +104,7 @@ class _Options(TypedDict, total=False):
     """The keyword options that :func:`gradients` and :func:`value_and_gradients` share."""
 
     unconnected_gradients: str
-    stop_gradients: str | Sequence[str]
+    stop_gradients: str | Sequence[str] | None
     has_aux: bool
     indexed_slices: bool
 
@@ -116,13 +116,13 @@ def _gradients(
     grad_ys: PyTree,
     *,
     unconnected_gradients: str = "none",
-    stop_gradients: str | Sequence[str] = (),
+    stop_gradients: str | Sequence[str] | None = (),
     has_aux: bool = False,
     indexed_slices: bool = False,
 ) -> tuple[_differentiate.Result, Any]:
     _check_callable(caller, f)
     mode = _differentiate.unconnected_mode(caller, unconnected_gradients)
-    stop = _taps.as_names(caller, "stop_gradients", stop_gradients)
+    stop = _taps.as_names(caller, "stop_gradients", stop_gradients, none=True)
     multi, args, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     frame = _taps.Frame(caller, stop=frozenset(stop))
     fun = _taps.bound(f, tree, frame)
@@ -153,7 +153,7 @@ def gradients(
     grad_ys: PyTree = None,
     *,
     unconnected_gradients: str = "none",
-    stop_gradients: str | Sequence[str] = (),
+    stop_gradients: str | Sequence[str] | None = (),
     has_aux: bool = False,
     indexed_slices: bool = False,
 ) -> Any:
@@ -251,7 +251,7 @@ def tap_gradients(
     grad_ys: PyTree = None,
     *,
     unconnected_gradients: str = "none",
-    stop_gradients: str | Sequence[str] = (),
+    stop_gradients: str | Sequence[str] | None = (),
 ) -> dict[str, Cotangent]:
     """The gradient of ``f``'s outputs with respect to tapped intermediate values.
 
@@ -268,15 +268,17 @@ def tap_gradients(
       unconnected_gradients: ``"none"`` or ``"zero"``, for a tap the outputs do not
         depend on.
       stop_gradients: tap names whose values are held constant, as TensorFlow's
-        ``stop_gradients``: the gradient reaches a stopped tap but goes no further back,
-        so a requested name that is also stopped gets its partial derivative.
+        ``stop_gradients`` (``None``, TensorFlow's default, holds none): the gradient
+        reaches a stopped tap but goes no further back, so a requested name that is
+        also stopped gets its partial derivative.
 
     Returns:
       ``{name: gradient}``, each gradient shaped like its tapped value.
 
     Raises:
       KeyError: a name is not tapped by ``f`` (the message lists the taps it has).
-      TypeError: ``f`` is not callable, or a name is not a non-empty string.
+      TypeError: ``f`` is not callable, ``names`` is not a name or a list of names
+        (``None``), or a name is not a non-empty string.
 
     Example:
       >>> def f(w1, w2):
@@ -299,7 +301,7 @@ def tap_gradients(
     _check_callable(caller, f)
     mode = _differentiate.unconnected_mode(caller, unconnected_gradients)
     wanted = _taps.as_names(caller, "names", names)
-    stop = frozenset(_taps.as_names(caller, "stop_gradients", stop_gradients))
+    stop = frozenset(_taps.as_names(caller, "stop_gradients", stop_gradients, none=True))
     _, _, leaves, tree = _differentiate.flatten_inputs(caller, xs)
     record = _taps.Frame(caller)
 

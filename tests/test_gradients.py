@@ -310,6 +310,25 @@ class TestTaps:
         zero = fg.tap_gradients(f, F32(1.0), "dead", unconnected_gradients="zero")
         assert float(zero["dead"]) == 0.0
 
+    @pytest.mark.parametrize("names", [None, 3, {"h"}], ids=["none", "int", "set"])
+    def test_tap_gradients_names_that_are_no_names_say_what_to_pass(self, names):
+        with pytest.raises(
+            TypeError,
+            match=r"fg\.tap_gradients\(f, xs, names\): names is .*, not a tap name or a list "
+            r"of them; pass the names given to fg\.tap\(x, name\), e\.g\. names='h'",
+        ):
+            fg.tap_gradients(lambda x: fg.tap(x, "h") * 2.0, F32(1.0), names)
+
+    def test_stop_gradients_none_is_tensorflows_default(self):
+        def f(a):
+            return fg.tap(2.0 * a, "b") + a
+
+        assert float(fg.gradients(f, F32(0.0), stop_gradients=None)) == 3.0
+        got = fg.tap_gradients(f, F32(0.0), "b", stop_gradients=None)
+        assert float(got["b"]) == 1.0
+        with pytest.raises(TypeError, match=r"stop_gradients is 7, not a tap name.*\['h'\]"):
+            fg.gradients(f, F32(0.0), stop_gradients=7)
+
     def test_stop_gradients_partial_derivative(self):
         # TensorFlow's stop_gradients example: total derivative [3, 1], partial [1, 1].
         def f(a):

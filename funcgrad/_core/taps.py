@@ -121,8 +121,19 @@ def _perturb(leaf: Any, eps: jax.Array) -> Any:
     return leaf + eps if _connectivity.is_differentiable(eps.dtype) else leaf
 
 
-def as_names(caller: str, argument: str, names: str | Sequence[str]) -> list[str]:
-    """``names`` (one tap name or a sequence of them) as a list, each a non-empty string."""
+def as_names(
+    caller: str, argument: str, names: str | Sequence[str] | None, *, none: bool = False
+) -> list[str]:
+    """``names`` (one tap name or a sequence of them) as a list, each a non-empty string;
+    with ``none``, ``None`` is no name (TensorFlow's ``stop_gradients=None``)."""
+    if names is None and none:
+        return []
+    if not isinstance(names, str | list | tuple):
+        example = "names='h'" if argument == "names" else f"{argument}=['h']"
+        raise TypeError(
+            f"{caller}: {argument} is {names!r}, not a tap name or a list of them; pass the "
+            f"names given to fg.tap(x, name), e.g. {example}."
+        )
     names = [names] if isinstance(names, str) else list(names)
     bad = [n for n in names if not isinstance(n, str) or not n]
     if bad:
