@@ -281,3 +281,34 @@ def test_clip_with_broadcast_bounds_is_clip_by_value() -> None:
     got = jax.grad(tfc(lambda *a: jnp.clip(*a).sum()), argnums=(0, 1, 2))(x, lo, hi)
     want = jax.grad(lambda *a: fg.clip_by_value(*a).sum(), argnums=(0, 1, 2))(x, lo, hi)
     chex.assert_trees_all_equal(got, want)
+
+
+# --- the zero guard of SqrtGrad, RsqrtGrad and ReciprocalGrad ----------------------------
+
+MASKED = jnp.array([0.0, -1.0, 4.0])  # the first two are masked out by the where
+
+
+@pytest.mark.parametrize(
+    ("f", "want"),
+    [
+        # SqrtGrad(y, dy) = dy == 0 ? 0 : 0.5 * dy / y, at y = sqrt(0) = 0 and sqrt(-1) = NaN.
+        pytest.param(lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.0), [0.0, 0.0, 0.25], id="sqrt"),
+        # RsqrtGrad(y, dy) = dy == 0 ? 0 : -0.5 * dy * y ** 3, at y = inf and NaN.
+        pytest.param(
+            lambda x: jnp.where(x > 0, lax.rsqrt(x), 0.0), [0.0, 0.0, -0.0625], id="rsqrt"
+        ),
+    ],
+)
+def test_a_zero_incoming_gradient_gives_zero_where_the_kernel_would_divide_by_zero(f, want):
+    """The masked branch's incoming gradient is exactly 0, so TensorFlow's kernel returns
+    0 there, where JAX's rule gives 0 * inf = NaN."""
+    np.testing.assert_array_equal(fg.gradients(fg.tensorflow_conventions(f), MASKED), want)
+    assert np.isnan(fg.gradients(f, MASKED)[:2]).all()  # what the guard prevents
+
+
+def test_reciprocal_grads_zero_guard_in_logs_second_derivative():
+    """Log's gradient is dy * Reciprocal(x); its second derivative runs ReciprocalGrad
+    (y, dy) = dy == 0 ? 0 : -y * y * dy, at y = 1/0 = inf and 1/-1 with dy = 0."""
+    f = fg.tensorflow_conventions(lambda x: jnp.where(x > 0, jnp.log(x), 0.0))
+    second = jax.grad(lambda x: jax.grad(lambda x: f(x).sum())(x).sum())(MASKED)
+    np.testing.assert_array_equal(second, [0.0, 0.0, -1.0 / 16.0])

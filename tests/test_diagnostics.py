@@ -448,3 +448,20 @@ def test_whose_frame_is_the_users():
     assert not diagnostics._is_user_file(os.__file__)  # the standard library
     assert diagnostics._is_user_file(optax.__file__)  # installed, even inside it
     assert diagnostics._is_user_file(__file__)
+
+
+# --- the innermost line of the user's code, not the outermost ---------------------------
+
+
+def _helper_that_floors(x):
+    return jnp.floor(x) * 2.0  # in the helper
+
+
+def _calls_the_helper(x, y):
+    return _helper_that_floors(x) * y  # calls the helper
+
+
+def test_a_cut_made_in_a_helper_names_the_helpers_line(variant):
+    why = explain(variant, _calls_the_helper, [X, Y])
+    assert why == [cut_by(fg.Cut("floor", line(_helper_that_floors, "in the helper"))), None]
+    assert line(_helper_that_floors, "in the helper") != line(_calls_the_helper, "calls the helper")

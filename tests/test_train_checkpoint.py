@@ -441,3 +441,25 @@ def test_every_dtype_and_a_restore_onto_another_sharding_pass_the_checksums(tmp_
             got, value = jax.random.key_data(got), jax.random.key_data(value)
         np.testing.assert_array_equal(got, value)
         assert got.dtype == value.dtype
+
+
+# --- the checksum itself ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32, jnp.uint8])
+def test_the_checksum_sees_where_each_element_is(dtype):
+    """The same elements in another order are other data: a checksum that summed the
+    elements' mixes without their positions would restore a permuted array silently."""
+    from funcgrad.train import checkpoint
+
+    a = jnp.arange(16).astype(dtype)
+    swapped = a.at[jnp.array([3, 4])].set(a[jnp.array([4, 3])])
+    square = a.reshape(4, 4)
+    sums = [
+        tuple(np.asarray(s).tolist())
+        for s in checkpoint._checksums([a, a[::-1], swapped, square, square.T.reshape(4, 4)])
+    ]
+    assert sums[0] == tuple(np.asarray(checkpoint._checksums([a + 0])[0]).tolist())  # stable
+    assert len({sums[0], sums[1], sums[2]}) == 3
+    assert sums[3] == sums[0]  # one shape or another, the same bits in the same order
+    assert sums[4] != sums[3]  # the transpose moves elements
