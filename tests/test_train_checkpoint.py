@@ -450,7 +450,7 @@ def test_every_dtype_and_a_restore_onto_another_sharding_pass_the_checksums(tmp_
 def test_the_checksum_sees_where_each_element_is(dtype):
     """The same elements in another order are other data: a checksum that summed the
     elements' mixes without their positions would restore a permuted array silently."""
-    from funcgrad.train import checkpoint
+    from funcgrad.train.checkpoints import orbax as checkpoint
 
     a = jnp.arange(16).astype(dtype)
     swapped = a.at[jnp.array([3, 4])].set(a[jnp.array([4, 3])])
