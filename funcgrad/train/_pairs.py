@@ -184,8 +184,7 @@ def match(
             "inside the jitted function, since rebuilt pairs passed as an argument are new "
             "tracers; sum two gradients of one variable into one pair."
         )
-    _check_shapes(caller, pairs, owner, variables, names)
-    _check_dtypes(caller, pairs, owner, variables, names)
+    _check_matched(caller, pairs, owner, variables, names)
     return [
         None
         if k is None or pairs[k][0] is None
@@ -268,54 +267,44 @@ def _swappable(
     ]
 
 
-def _check_shapes(
+def _check_matched(
     caller: str,
     pairs: list[Any],
     owner: list[int | None],
     variables: Sequence[Any],
     names: Sequence[str],
 ) -> None:
-    """Raise if a matched pair's gradient or variable is not of its variable's shape."""
-    problems = [
-        f"{what} of {names[j]!r} has shape {jnp.shape(x)}, the variable {jnp.shape(variables[j])}"
-        for j, k in enumerate(owner)
-        if k is not None
-        for what, x in zip(("the gradient", "the variable"), pairs[k], strict=True)
-        if x is not None and jnp.shape(x) != jnp.shape(variables[j])
+    """Raise if a matched pair's gradient or variable is not of its variable's shape, or
+    if a gradient cannot be cast to its variable's dtype without losing its meaning (a
+    boolean gradient, or a complex one for a real variable)."""
+    matched = [(names[j], variables[j], pairs[k]) for j, k in enumerate(owner) if k is not None]
+    shapes = [
+        f"{what} of {name!r} has shape {jnp.shape(x)}, the variable {jnp.shape(variable)}"
+        for name, variable, pair in matched
+        for what, x in zip(("the gradient", "the variable"), pair, strict=True)
+        if x is not None and jnp.shape(x) != jnp.shape(variable)
     ]
-    if problems:
+    if shapes:
         raise ValueError(
-            f"{caller}: {'; '.join(problems)}; keep each gradient in its variable's shape and "
+            f"{caller}: {'; '.join(shapes)}; keep each gradient in its variable's shape and "
             "a rebuilt full list in compute_gradients' order, or pass the pairs "
             "compute_gradients returned (each finds its variable in any order)."
         )
-
-
-def _check_dtypes(
-    caller: str,
-    pairs: list[Any],
-    owner: list[int | None],
-    variables: Sequence[Any],
-    names: Sequence[str],
-) -> None:
-    """Raise if a gradient cannot be cast to its variable's dtype without losing its
-    meaning: a boolean gradient, or a complex one for a real variable."""
-    problems = []
-    for j, k in enumerate(owner):
-        gradient = None if k is None else pairs[k][0]
-        if gradient is None:
-            continue
-        have, want = jnp.result_type(gradient), jnp.result_type(variables[j])
-        if have == jnp.bool_ or (
-            jnp.issubdtype(have, jnp.complexfloating)
-            and not jnp.issubdtype(want, jnp.complexfloating)
-        ):
-            problems.append(
-                f"the gradient of {names[j]!r} is {have.name}, the variable {want.name}"
-            )
-    if problems:
+    dtypes = [
+        f"the gradient of {name!r} is {jnp.result_type(g).name}, the variable "
+        f"{jnp.result_type(variable).name}"
+        for name, variable, (g, _) in matched
+        if g is not None and _lossy(jnp.result_type(g), jnp.result_type(variable))
+    ]
+    if dtypes:
         raise TypeError(
-            f"{caller}: {'; '.join(problems)}; a cast would drop the imaginary part or "
+            f"{caller}: {'; '.join(dtypes)}; a cast would drop the imaginary part or "
             "make True a 1.0, so pass a floating-point gradient — jnp.real(g) for the real "
             "part of a complex one, g.astype(jnp.float32) for a mask meant as 0 and 1."
         )
+
+
+def _lossy(have: Any, want: Any) -> bool:
+    """Whether casting a gradient of dtype ``have`` to ``want`` loses its meaning."""
+    complex_ = jnp.issubdtype(have, jnp.complexfloating)
+    return bool(have == jnp.bool_ or (complex_ and not jnp.issubdtype(want, jnp.complexfloating)))
