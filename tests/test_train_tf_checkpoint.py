@@ -86,25 +86,26 @@ def test_names_are_tensorflows(tmp_path) -> None:
 
 @pytest.mark.parametrize("t", [0, 1, 7, 900, 20_000, 200_000])
 def test_adam_step_count_from_the_beta_powers(tmp_path, t: int) -> None:
-    """beta1_power = beta1 ** (t + 1) as TensorFlow's float32 products; t comes back from
-    them even when global_step says otherwise."""
+    """The state's beta1_power = beta1 ** (t + 1), TensorFlow's float32 products, is
+    written as it is; t comes back from the powers even when global_step says otherwise."""
     opt = fg.train.AdamOptimizer(0.1, beta1=0.9, beta2=0.999)
     state = _train(opt, opt.init(PARAMS), 1)
     inner = state.opt_state.inner_state
+    powers = [np.float32(1), np.float32(1)]
+    for _ in range(t + 1):
+        powers = [np.float32(p * np.float32(b)) for p, b in zip(powers, (0.9, 0.999))]
+    adam = inner[0]._replace(step=jnp.int32(t), beta1_power=powers[0], beta2_power=powers[1])
     state = state._replace(
-        opt_state=state.opt_state._replace(
-            inner_state=(inner[0]._replace(step=jnp.int32(t)), inner[1])
-        ),
+        opt_state=state.opt_state._replace(inner_state=(adam, inner[1])),
         global_step=jnp.int32(t + 5),
     )
     prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, opt)
     reader = _tf_bundle.BundleReader(prefix)
-    product = np.float32(1)
-    for _ in range(t + 1):
-        product = np.float32(product * np.float32(0.9))
-    assert reader.read("beta1_power") == product
+    assert [reader.read("beta1_power"), reader.read("beta2_power")] == powers
     restored = fg.train.restore_tf_checkpoint(prefix, _zeros(opt), opt)
     got = int(restored.opt_state.inner_state[0].step)
+    back = restored.opt_state.inner_state[0]
+    assert [back.beta1_power, back.beta2_power] == powers
     if t < 20_000:
         assert got == t
     else:  # beta1_power is 0: every count past its underflow gives the same numbers

@@ -57,6 +57,7 @@ from funcgrad.train.optimizers.tf1 import AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer
 from funcgrad.train.optimizers.tf1 import FtrlOptimizer
 from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer
+from funcgrad.train.optimizers.tf1 import LazyAdamOptimizer
 from funcgrad.train.optimizers.tf1 import MomentumOptimizer
 from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer
 from funcgrad.train.optimizers.tf1 import ProximalGradientDescentOptimizer
@@ -79,6 +80,7 @@ class Kind(NamedTuple):
     non_slots: tuple[str, ...] = ()
 
 
+_ADAM = Kind("Adam", (((0, "mu"), 1), ((0, "nu"), 1)), ("beta1_power", "beta2_power"))
 _RMSPROP = Kind("RMSProp", (((0, "nu"), 1), ((2, "trace"), -1)))
 _RMSPROP_CENTERED = Kind("RMSProp", (((0, "nu"), 1), ((0, "mu"), 1), ((2, "trace"), -1)))
 #: Each TF1 optimizer's names (add a row for a new optimizer or a new state field).
@@ -86,7 +88,8 @@ _KINDS: dict[type, Kind] = {
     GradientDescentOptimizer: Kind("GradientDescent", ()),
     ProximalGradientDescentOptimizer: Kind("ProximalGradientDescent", ()),
     MomentumOptimizer: Kind("Momentum", (((0, "trace"), 1),)),
-    AdamOptimizer: Kind("Adam", (((0, "mu"), 1), ((0, "nu"), 1)), ("beta1_power", "beta2_power")),
+    AdamOptimizer: _ADAM,
+    LazyAdamOptimizer: _ADAM,
     RMSPropOptimizer: _RMSPROP,
     AdagradOptimizer: Kind("Adagrad", (((0, "sum_of_squares"), 1),)),
     AdadeltaOptimizer: Kind("Adadelta", (((0, "e_g"), 1), ((0, "e_x"), 1))),
@@ -501,10 +504,8 @@ class View:
             sign = self.parts[item.part].kind.slots[item.number][1]
             leaf = self.slots[item.part][item.number][0][self.flat.at[item.leaf]]
             return leaf if sign == 1 else -leaf
-        if item.what == "non_slot":  # Adam's beta1_power, beta2_power
-            part = self.parts[item.part]
-            beta = part.optimizer.hyperparameters[("beta1", "beta2")[item.number]]  # type: ignore[attr-defined]
-            return power(beta, int(get(self.inner(item.part), (0, "step"))) + 1)
+        if item.what == "non_slot":  # Adam's beta1_power, beta2_power, as the state holds them
+            return get(self.inner(item.part), (0, ("beta1_power", "beta2_power")[item.number]))
         if item.what == "global_step":
             return self.state.global_step
         if item.what in ("loss_scale", "good_steps"):

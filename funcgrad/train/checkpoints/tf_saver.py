@@ -38,9 +38,9 @@ A second optimizer of one kind (an ``OptimizerGroup``'s) numbers on: ``v/Adam_2`
 ``good_steps`` (int64 in TensorFlow, int32 here).
 
 Where funcgrad's state differs from TensorFlow's variables: RMSProp's momentum is held
-with the opposite sign (the learning rate's sign is applied before it); Adam keeps a
-step count ``t`` where TensorFlow keeps the float32 products ``beta1_power`` =
-``beta1 ** (t + 1)`` (and ``beta2_power``), so ``t`` is recovered from them; the learning
+with the opposite sign (the learning rate's sign is applied before it); Adam keeps
+TensorFlow's float32 products ``beta1_power`` / ``beta2_power`` as they are, and a step
+count ``t`` besides, recovered from them (``beta1 ** (t + 1)``); the learning
 rate and every other hyperparameter are not in a TensorFlow checkpoint, so they come
 from ``optimizer`` (build it with the TF run's arguments).
 """
@@ -236,6 +236,8 @@ def restore_tf_checkpoint(
             step = _adam_step(caller, [powers[p, 0], powers[p, 1]], betas, counts["global_step"])
             dtype = _tf_layout.get(inner, (0, "step")).dtype
             inner = _tf_layout.put(inner, (0, "step"), jnp.asarray(step, dtype))
+            for k, key in enumerate(("beta1_power", "beta2_power")):  # TF's, as they are
+                inner = _tf_layout.put(inner, (0, key), jnp.float32(powers[p, k]))
         rate_state = _tf_layout.get(opt_state, part.at)._replace(inner_state=inner)
         if rate_state.step is not None:  # a schedule's own update count follows global_step
             count = jnp.asarray(counts["global_step"], rate_state.step.dtype)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import optax
 
 from funcgrad._types import PyTree
+from funcgrad.train.optimizers import _kernels
 from funcgrad.train.optimizers._float32 import in_float32
 
 __all__ = [
@@ -61,11 +62,14 @@ def _require_params(params: PyTree, name: str) -> None:
 
 
 class ScaleByTfAdamState(NamedTuple):
-    """State of :func:`scale_by_tf_adam`: the step count and the two moments."""
+    """State of :func:`scale_by_tf_adam`: the step count, the two moments, and
+    TensorFlow's ``beta1_power`` / ``beta2_power`` (the products the next step uses)."""
 
     step: jax.Array
     mu: PyTree
     nu: PyTree
+    beta1_power: jax.Array
+    beta2_power: jax.Array
 
 
 def scale_by_tf_adam(
@@ -84,7 +88,11 @@ def scale_by_tf_adam(
     The decays are rounded to float32 before ``1 - beta`` is taken, as TensorFlow does
     for a float32 variable (``1 - float32(0.999)`` is ``0.00099998713``); ``bfloat16``
     moments are updated in float32 and stored in ``bfloat16`` (TensorFlow computes
-    ``1 - bfloat16(0.999) = 0`` there, and diverges).
+    ``1 - bfloat16(0.999) = 0`` there, and diverges).  The bias correction reads
+    :math:`\beta^t` from TensorFlow's running products ``beta1_power`` / ``beta2_power``
+    (float32 scalars that start at :math:`\beta` and are multiplied by it after each
+    step, as TensorFlow's ``AdamOptimizer._finish`` does), not ``float32(beta) ** t``,
+    which rounds differently as ``t`` grows.
 
     Args:
       beta1: decay of the first moment.
@@ -102,21 +110,23 @@ def scale_by_tf_adam(
       ([1.0, -1.0], 1)
     """
 
+    b1, b2 = jnp.float32(beta1), jnp.float32(beta2)
+
     def init_fn(params: PyTree) -> ScaleByTfAdamState:
         zeros = optax.tree.zeros_like(params)
-        return ScaleByTfAdamState(jnp.zeros([], jnp.int32), zeros, zeros)
+        return ScaleByTfAdamState(jnp.zeros([], jnp.int32), zeros, zeros, b1, b2)
 
     def update_fn(updates: PyTree, state: ScaleByTfAdamState, params: PyTree = None) -> Any:
         del params
         step = optax.safe_increment(state.step)
         mu = jax.tree.map(lambda g, m: m + (g - m) * (1 - _as(beta1, m)), updates, state.mu)
         nu = jax.tree.map(lambda g, v: v + (g * g - v) * (1 - _as(beta2, v)), updates, state.nu)
-        t = step.astype(jnp.float32)
-        alpha = jnp.sqrt(1 - jnp.float32(beta2) ** t) / (1 - jnp.float32(beta1) ** t)
+        alpha = jnp.sqrt(1 - state.beta2_power) / (1 - state.beta1_power)
         scaled = jax.tree.map(
             lambda m, v: m * alpha.astype(m.dtype) / (jnp.sqrt(v) + epsilon), mu, nu
         )
-        return scaled, ScaleByTfAdamState(step, mu, nu)
+        powers = (state.beta1_power * b1, state.beta2_power * b2)
+        return scaled, ScaleByTfAdamState(step, mu, nu, *powers)
 
     return in_float32(optax.GradientTransformation(init_fn, update_fn))
 
@@ -172,15 +182,9 @@ def tf_ftrl(
     """
     p = -learning_rate_power
 
-    def power(x: jax.Array) -> jax.Array:
-        return jnp.sqrt(x) if p == 0.5 else x**p
-
     def leaf(g: jax.Array, w: jax.Array, n: jax.Array, z: jax.Array) -> tuple[jax.Array, ...]:
         lr = _as(learning_rate, w)
-        n_t = n + g * g
-        z_t = z + (g + 2 * l2_shrinkage * w) - (power(n_t) - power(n)) / lr * w
-        quadratic = power(n_t) / lr + 2 * (l2 + beta / (2 * jnp.maximum(lr, 1e-36)))
-        w_t = jnp.where(jnp.abs(z_t) > l1, (l1 * jnp.sign(z_t) - z_t) / quadratic, 0)
+        w_t, n_t, z_t = _kernels.ftrl(g, w, n, z, lr, p, l1, l2, l2_shrinkage, beta)
         return w_t - w, n_t, z_t
 
     def init_fn(params: PyTree) -> TfFtrlState:
@@ -199,9 +203,7 @@ def tf_ftrl(
 
 def _proximal_step(w: jax.Array, g: jax.Array, alpha: jax.Array, l1: float, l2: float) -> jax.Array:
     """The proximal step of TensorFlow's kernels: ``new_w - w`` for step size ``alpha``."""
-    prox = w - alpha * g
-    new = jnp.sign(prox) * jnp.maximum(jnp.abs(prox) - alpha * l1, 0) / (1 + alpha * l2)
-    return new - w
+    return _kernels.proximal(w, g, alpha, l1, l2) - w
 
 
 def tf_proximal_gradient_descent(
