@@ -93,7 +93,7 @@ def test_adam_step_count_from_the_beta_powers(tmp_path, t: int) -> None:
     inner = state.opt_state.inner_state
     powers = [np.float32(1), np.float32(1)]
     for _ in range(t + 1):
-        powers = [np.float32(p * np.float32(b)) for p, b in zip(powers, (0.9, 0.999))]
+        powers = [np.float32(p * np.float32(b)) for p, b in zip(powers, (0.9, 0.999), strict=True)]
     adam = inner[0]._replace(step=jnp.int32(t), beta1_power=powers[0], beta2_power=powers[1])
     state = state._replace(
         opt_state=state.opt_state._replace(inner_state=(adam, inner[1])),

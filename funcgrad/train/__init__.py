@@ -20,7 +20,8 @@ Every public name is importable from here (``fg.train.X``).  Where each concept 
 * Private: ``_variables`` (which leaves are variables), ``_var_list`` (which variables
   ``var_list`` selects), ``_loss_and_grads`` (calling and differentiating the loss:
   ``has_aux``, ``grad_loss``), ``_pairs`` (which variable each ``(gradient, variable)``
-  pair belongs to), ``_habits`` (the errors TF1 and optax habits get).
+  pair belongs to), ``_habits`` (the errors TF1 and optax habits get), ``_sparse``
+  (applying an ``fg.IndexedSlices`` gradient to the rows it touches).
 """
 
 from funcgrad.train.checkpoints import Checkpointer
@@ -36,6 +37,7 @@ from funcgrad.train.optimizers import AdagradOptimizer
 from funcgrad.train.optimizers import AdamOptimizer
 from funcgrad.train.optimizers import FtrlOptimizer
 from funcgrad.train.optimizers import GradientDescentOptimizer
+from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
 from funcgrad.train.optimizers import ProximalAdagradOptimizer
 from funcgrad.train.optimizers import ProximalGradientDescentOptimizer
@@ -82,6 +84,7 @@ __all__ = [
     "FtrlOptimizer",
     "GradientDescentOptimizer",
     "InjectLearningRateState",
+    "LazyAdamOptimizer",
     "LossScaleOptimizer",
     "LossScaleState",
     "MomentumOptimizer",

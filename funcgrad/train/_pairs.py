@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from funcgrad._types import is_array
+from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train._loss_and_grads import describe
 
 _PAIRS_FIX = (
@@ -186,9 +187,7 @@ def match(
         )
     _check_matched(caller, pairs, owner, variables, names)
     return [
-        None
-        if k is None or pairs[k][0] is None
-        else jnp.asarray(pairs[k][0], jnp.result_type(variables[j]))
+        None if k is None or pairs[k][0] is None else _cast(pairs[k][0], variables[j])
         for j, k in enumerate(owner)
     ]
 
@@ -228,6 +227,14 @@ def _same(copy: Any, variable: Any) -> bool:
         and jnp.result_type(copy) == jnp.result_type(variable)
         and bool(jnp.array_equal(copy, variable, equal_nan=True))
     )
+
+
+def _cast(gradient: Any, variable: Any) -> Any:
+    """``gradient`` in ``variable``'s dtype; an ``IndexedSlices`` stays one (its values cast)."""
+    dtype = jnp.result_type(variable)
+    if isinstance(gradient, IndexedSlices):
+        return IndexedSlices(gradient.values.astype(dtype), gradient.indices, gradient.dense_shape)
+    return jnp.asarray(gradient, dtype)
 
 
 def _position(

@@ -44,6 +44,7 @@ class _Member(Optimizer):
         self, group: OptimizerGroup, name: str, optimizer: Optimizer, var_list: VarList
     ) -> None:
         super().__init__(optimizer.tx)
+        self.sparse_rule = optimizer.sparse_rule
         self.group = group
         self.name = name
         self.optimizer = optimizer

@@ -18,8 +18,10 @@ import jax.numpy as jnp
 import optax
 
 from funcgrad._types import PyTree
+from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _habits
 from funcgrad.train import _pairs
+from funcgrad.train import _sparse
 from funcgrad.train import _var_list
 from funcgrad.train._loss_and_grads import LossCall
 from funcgrad.train._loss_and_grads import value_and_grads
@@ -64,6 +66,7 @@ class Optimizer:
     """
 
     var_list: VarList = None
+    sparse_rule: _sparse.SparseRule | None = None
 
     def __init__(self, tx: optax.GradientTransformation) -> None:
         if not (callable(getattr(tx, "init", None)) and callable(getattr(tx, "update", None))):
@@ -382,12 +385,35 @@ class Optimizer:
         if all(g is None for g, _ in kept):
             raise _pairs.no_gradients(caller, [n for n, t in zip(names, trained, strict=True) if t])
         slots = self._slots(caller, state)
+        expected = jax.eval_shape(self.tx.init, flat.with_holes(trained))
+        _habits.check_slots(caller, slots, expected, call)
+        for name, g in zip(names, grads, strict=True):
+            if isinstance(g, IndexedSlices):
+                _sparse.check_ids(caller, name, g)
+        rule = self.sparse_rule
+        if rule is None:  # a plain optax transformation: TF's dense fallback
+            grads = [g.to_dense() if isinstance(g, IndexedSlices) else g for g in grads]
+        if rule is not None and any(isinstance(g, IndexedSlices) for g in grads):
+            new, new_slots = _sparse.apply(
+                self.tx, rule, self._dense_step, flat, trained, grads, slots, state.global_step
+            )
+        else:
+            new, new_slots = self._dense_step(flat, trained, grads, slots, state.global_step)
+        return TrainState(
+            flat.replaced(new), self._with_slots(state, new_slots), state.global_step + 1
+        )
+
+    def _dense_step(
+        self, flat: Flat, trained: list[bool], grads: list[Any], slots: Any, global_step: Any
+    ) -> tuple[list[Any], Any]:
+        """The new variables and slots after one optax update by dense ``grads`` (one per
+        variable, ``None`` to skip) of the ``trained`` variables."""
         holed = flat.with_holes(trained)
-        _habits.check_slots(caller, slots, jax.eval_shape(self.tx.init, holed), call)
+        kept = [(g, v) for g, v, t in zip(grads, flat.variables, trained, strict=True) if t]
         skip = [g is None for g, _ in kept]
         filled = [jnp.zeros_like(v) if g is None else g for g, v in kept]
         updates, new_slots = optax.with_extra_args_support(self.tx).update(
-            flat.like_holes(trained, filled), slots, holed, global_step=state.global_step
+            flat.like_holes(trained, filled), slots, holed, global_step=global_step
         )
         stepped = iter(jax.tree.leaves(optax.apply_updates(holed, updates)))
         new = [next(stepped) if t else v for v, t in zip(flat.variables, trained, strict=True)]
@@ -395,9 +421,7 @@ class Optimizer:
         if any(skip):
             skip_tree = flat.like_holes(trained, skip)
             new_slots = _keep_skipped_slots(self.tx, new_slots, slots, skip_tree)
-        return TrainState(
-            flat.replaced(new), self._with_slots(state, new_slots), state.global_step + 1
-        )
+        return new, new_slots
 
 
 def _keep_skipped_slots(tx: optax.GradientTransformation, new: Any, old: Any, skip: PyTree) -> Any:

@@ -4,6 +4,9 @@ that hold TensorFlow's update rules where optax's differ.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
 * ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
+* ``_sparse_rules``: each TF1 optimizer's sparse rule (``_apply_sparse``) for an
+  ``fg.IndexedSlices`` gradient; ``_kernels``: TensorFlow's FTRL and proximal formulas,
+  shared by the dense transformations and the sparse rules.
 """
 
 from funcgrad.train.optimizers import tf1
@@ -13,6 +16,7 @@ from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer
 from funcgrad.train.optimizers.tf1 import FtrlOptimizer as FtrlOptimizer
 from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer as GradientDescentOptimizer
+from funcgrad.train.optimizers.tf1 import LazyAdamOptimizer as LazyAdamOptimizer
 from funcgrad.train.optimizers.tf1 import MomentumOptimizer as MomentumOptimizer
 from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer as ProximalAdagradOptimizer
 from funcgrad.train.optimizers.tf1 import (

@@ -21,6 +21,15 @@ diverges from the first step.  An update smaller than half a parameter's spacing
 (``2**-9`` of its size in ``bfloat16``) is lost, as in any ``bfloat16`` arithmetic —
 Adadelta's first steps, or a small learning rate, leave such parameters where they are;
 keep float32 parameters and cast inside the loss when that matters.
+
+An ``fg.IndexedSlices`` gradient (an embedding table's) is applied with each
+optimizer's TensorFlow sparse rule (``_apply_sparse``): the values of duplicate ids are
+summed, then the optimizer's ``SparseApply*`` kernel updates the touched rows of the
+variable and its slots; rows that no id touches keep their values and slots (for
+Momentum, RMSProp, Ftrl and the proximal optimizers that differs from a dense update
+with zero rows).  Adam's sparse rule decays all of its moments, as TensorFlow's does;
+:class:`LazyAdamOptimizer` is the row-only Adam.  An id outside the table is an error
+outside ``jax.jit`` and writes nothing under it.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import optax
 
 from funcgrad import _checks
 from funcgrad.train.optimizer import Optimizer
+from funcgrad.train.optimizers import _sparse_rules
 from funcgrad.train.optimizers._float32 import in_float32
 from funcgrad.train.optimizers.transforms import scale_by_tf_adam
 from funcgrad.train.optimizers.transforms import tf_ftrl
@@ -50,6 +60,7 @@ __all__ = [
     "AdamOptimizer",
     "FtrlOptimizer",
     "GradientDescentOptimizer",
+    "LazyAdamOptimizer",
     "MomentumOptimizer",
     "ProximalAdagradOptimizer",
     "ProximalGradientDescentOptimizer",
@@ -68,7 +79,7 @@ _RULES = {
 
 def _ranges(cls: type) -> dict[str, str]:
     """The range each ``Annotated[float, rule]`` argument of ``cls.__init__`` states."""
-    hints = typing.get_type_hints(vars(cls)["__init__"], include_extras=True)
+    hints = typing.get_type_hints(cls.__init__, include_extras=True)  # type: ignore[misc]
     return {
         name: hint.__metadata__[0]
         for name, hint in hints.items()
@@ -95,6 +106,7 @@ class _TfOptimizer(Optimizer):
         self,
         learning_rate: LearningRate,
         factory: Callable[[Any], optax.GradientTransformation],
+        sparse: _sparse_rules.RateRule,
         **hyperparameters: Any,
     ) -> None:
         name = type(self).__name__
@@ -119,6 +131,8 @@ class _TfOptimizer(Optimizer):
         rate_caller = f"fg.train.{name}(learning_rate, ...)"
         wide = lambda rate: in_float32(factory(rate))  # noqa: E731
         super().__init__(inject_learning_rate(rate_caller, wide, learning_rate))
+        #: How an ``fg.IndexedSlices`` gradient is applied: TensorFlow's ``_apply_sparse``.
+        self.sparse_rule = _sparse_rules.with_rate(learning_rate, sparse)
 
 
 class GradientDescentOptimizer(_TfOptimizer):
@@ -138,7 +152,7 @@ class GradientDescentOptimizer(_TfOptimizer):
     """
 
     def __init__(self, learning_rate: LearningRate) -> None:
-        super().__init__(learning_rate, scale_by_learning_rate)
+        super().__init__(learning_rate, scale_by_learning_rate, _sparse_rules.gradient_descent())
 
 
 class MomentumOptimizer(_TfOptimizer):
@@ -172,7 +186,11 @@ class MomentumOptimizer(_TfOptimizer):
     ) -> None:
         trace = optax.trace(decay=momentum, nesterov=use_nesterov)
         super().__init__(
-            learning_rate, _then_rate(trace), momentum=momentum, use_nesterov=use_nesterov
+            learning_rate,
+            _then_rate(trace),
+            _sparse_rules.momentum(momentum, use_nesterov),
+            momentum=momentum,
+            use_nesterov=use_nesterov,
         )
 
 
@@ -188,7 +206,13 @@ class AdamOptimizer(_TfOptimizer):
     ``optax.adam`` puts epsilon on the bias-corrected :math:`\sqrt{\hat v}` and so
     follows a different trajectory (optax#571); this one is TensorFlow's.  For
     ``bfloat16`` parameters it computes in float32 (see the module docstring), where
-    TensorFlow's ``bfloat16`` Adam diverges.
+    TensorFlow's ``bfloat16`` Adam diverges.  The bias correction reads TensorFlow's
+    running products ``beta1_power`` / ``beta2_power`` from the state.
+
+    An ``fg.IndexedSlices`` gradient gets TensorFlow's sparse Adam
+    (``_apply_sparse_shared``): all of :math:`m` and :math:`v` are decayed, the summed
+    rows added, and *every* row of the variable moves — as costly as a dense step.
+    :class:`LazyAdamOptimizer` changes the touched rows only.
 
     Args:
       learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
@@ -206,6 +230,8 @@ class AdamOptimizer(_TfOptimizer):
       0.9
     """
 
+    _lazy = False
+
     def __init__(
         self,
         learning_rate: LearningRate = 0.001,
@@ -214,9 +240,52 @@ class AdamOptimizer(_TfOptimizer):
         epsilon: Annotated[float, ">= 0"] = 1e-8,
     ) -> None:
         scale = scale_by_tf_adam(beta1, beta2, epsilon)
-        super().__init__(
-            learning_rate, _then_rate(scale), beta1=beta1, beta2=beta2, epsilon=epsilon
+        sparse = (_sparse_rules.lazy_adam if self._lazy else _sparse_rules.adam)(
+            beta1, beta2, epsilon
         )
+        super().__init__(
+            learning_rate, _then_rate(scale), sparse, beta1=beta1, beta2=beta2, epsilon=epsilon
+        )
+
+
+class LazyAdamOptimizer(AdamOptimizer):
+    r"""``tf.contrib.opt.LazyAdamOptimizer``: Adam whose sparse step touches only the
+    rows of the batch.
+
+    For an ``fg.IndexedSlices`` gradient (duplicate ids summed first), only the touched
+    rows :math:`i` of :math:`m`, :math:`v` and the variable change:
+
+    .. math::
+      m_i \leftarrow \beta_1 m_i + (1 - \beta_1) g_i, \quad
+      v_i \leftarrow \beta_2 v_i + (1 - \beta_2) g_i^2, \quad
+      w_i \leftarrow w_i - \eta \frac{\sqrt{1 - \beta_2^t}}{1 - \beta_1^t}
+        \frac{m_i}{\sqrt{v_i} + \hat\epsilon}
+
+    so a step costs the batch, not the table.  The bias correction's :math:`t` counts
+    every step (``beta1_power`` / ``beta2_power`` advance once per step, as in
+    TensorFlow), not the steps that touched the row.  A dense gradient gets
+    :class:`AdamOptimizer`'s update; the slots, their TF checkpoint names (``W/Adam``,
+    ``W/Adam_1``, ``beta1_power``) and the arguments are Adam's.
+
+    Args:
+      learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
+      beta1: decay of the first moment.
+      beta2: decay of the second moment.
+      epsilon: :math:`\hat\epsilon`.
+
+    Raises:
+      ValueError: an argument is negative or not finite.
+
+    Example:
+      >>> opt = fg.train.LazyAdamOptimizer(0.1)
+      >>> state = opt.init(jnp.ones((3, 2)))
+      >>> g = fg.IndexedSlices(jnp.ones((2, 2)), jnp.array([2, 2]), (3, 2))
+      >>> state = opt.apply_gradients([(g, None)], state)
+      >>> state.params.round(4).tolist()  # row 2 moved by the rate; rows 0, 1 untouched
+      [[1.0, 1.0], [1.0, 1.0], [0.9, 0.9]]
+    """
+
+    _lazy = True
 
 
 class RMSPropOptimizer(_TfOptimizer):
@@ -263,6 +332,7 @@ class RMSPropOptimizer(_TfOptimizer):
         super().__init__(
             learning_rate,
             lambda lr: optax.chain(scale, scale_by_learning_rate(lr), trace),
+            _sparse_rules.rmsprop(decay, momentum, epsilon, centered),
             decay=decay,
             momentum=momentum,
             epsilon=epsilon,
@@ -293,7 +363,10 @@ class AdagradOptimizer(_TfOptimizer):
     ) -> None:
         scale = optax.scale_by_rss(initial_accumulator_value, eps=0.0)
         super().__init__(
-            learning_rate, _then_rate(scale), initial_accumulator_value=initial_accumulator_value
+            learning_rate,
+            _then_rate(scale),
+            _sparse_rules.adagrad(),
+            initial_accumulator_value=initial_accumulator_value,
         )
 
 
@@ -327,7 +400,13 @@ class AdadeltaOptimizer(_TfOptimizer):
         epsilon: Annotated[float, ">= 0"] = 1e-8,
     ) -> None:
         scale = optax.scale_by_adadelta(rho=rho, eps=epsilon)
-        super().__init__(learning_rate, _then_rate(scale), rho=rho, epsilon=epsilon)
+        super().__init__(
+            learning_rate,
+            _then_rate(scale),
+            _sparse_rules.adadelta(rho, epsilon),
+            rho=rho,
+            epsilon=epsilon,
+        )
 
 
 class FtrlOptimizer(_TfOptimizer):
@@ -373,7 +452,16 @@ class FtrlOptimizer(_TfOptimizer):
             "l2_shrinkage_regularization_strength": l2_shrinkage_regularization_strength,
             "beta": 0.0 if beta is None else beta,
         }
-        super().__init__(learning_rate, lambda lr: tf_ftrl(lr, *arguments.values()), **arguments)
+        sparse = _sparse_rules.ftrl(
+            -learning_rate_power,
+            l1_regularization_strength,
+            l2_regularization_strength,
+            l2_shrinkage_regularization_strength,
+            arguments["beta"],
+        )
+        super().__init__(
+            learning_rate, lambda lr: tf_ftrl(lr, *arguments.values()), sparse, **arguments
+        )
 
 
 class ProximalGradientDescentOptimizer(_TfOptimizer):
@@ -411,6 +499,7 @@ class ProximalGradientDescentOptimizer(_TfOptimizer):
         super().__init__(
             learning_rate,
             lambda lr: tf_proximal_gradient_descent(lr, l1, l2),
+            _sparse_rules.proximal_gradient_descent(l1, l2),
             l1_regularization_strength=l1,
             l2_regularization_strength=l2,
         )
@@ -450,5 +539,8 @@ class ProximalAdagradOptimizer(_TfOptimizer):
             "l2_regularization_strength": l2_regularization_strength,
         }
         super().__init__(
-            learning_rate, lambda lr: tf_proximal_adagrad(lr, *arguments.values()), **arguments
+            learning_rate,
+            lambda lr: tf_proximal_adagrad(lr, *arguments.values()),
+            _sparse_rules.proximal_adagrad(l1_regularization_strength, l2_regularization_strength),
+            **arguments,
         )

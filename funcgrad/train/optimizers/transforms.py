@@ -113,8 +113,8 @@ def scale_by_tf_adam(
     b1, b2 = jnp.float32(beta1), jnp.float32(beta2)
 
     def init_fn(params: PyTree) -> ScaleByTfAdamState:
-        zeros = optax.tree.zeros_like(params)
-        return ScaleByTfAdamState(jnp.zeros([], jnp.int32), zeros, zeros, b1, b2)
+        mu, nu = optax.tree.zeros_like(params), optax.tree.zeros_like(params)  # two buffers
+        return ScaleByTfAdamState(jnp.zeros([], jnp.int32), mu, nu, b1, b2)
 
     def update_fn(updates: PyTree, state: ScaleByTfAdamState, params: PyTree = None) -> Any:
         del params

@@ -30,6 +30,7 @@ import numpy as np
 from funcgrad import _checks
 from funcgrad._types import PyTree
 from funcgrad._types import is_array
+from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _habits
 from funcgrad.train import _pairs
 from funcgrad.train._loss_and_grads import LossCall
@@ -109,13 +110,19 @@ def _unscaled(grad: Any, scale: jax.Array) -> Any:
     to the gradient's dtype (TensorFlow's float32 gradients need no rounding)."""
     if grad is None:
         return None
+    if isinstance(grad, IndexedSlices):  # stays sparse, as TF's `g * inv` keeps it
+        return IndexedSlices(_unscaled(grad.values, scale), grad.indices, grad.dense_shape)
     wide = jnp.float32 if jnp.dtype(grad.dtype).itemsize < 4 else grad.dtype
     return (grad.astype(wide) * (1 / scale).astype(wide)).astype(grad.dtype)
 
 
 def _all_finite(grads: Sequence[Any]) -> jax.Array:
     """Whether every gradient that is not ``None`` is finite: TensorFlow's ``_is_all_finite``."""
-    checks = [jnp.all(jnp.isfinite(g)) for g in grads if g is not None]
+    checks = [
+        jnp.all(jnp.isfinite(g.values if isinstance(g, IndexedSlices) else g))
+        for g in grads
+        if g is not None
+    ]
     return functools.reduce(jnp.logical_and, checks, jnp.bool_(True))
 
 

@@ -1,0 +1,177 @@
+"""Applying an ``fg.IndexedSlices`` gradient to the rows it touches — private.
+
+Design note
+-----------
+What it follows: TensorFlow 1.x's ``Optimizer.apply_gradients`` for an ``IndexedSlices``
+gradient.  ``_apply_sparse_duplicate_indices`` sums the rows of duplicate ids first
+(``_deduplicate_indexed_slices``); the optimizer's ``_apply_sparse`` (its
+``SparseApply*`` kernel) then updates the variable and its slots at those rows; state
+that is not a slot (Adam's ``beta1_power``, a schedule's count) advances once per step,
+in ``_finish``.
+
+How: :func:`apply` splits one step's variables in two.  Those with a dense gradient go
+through the optimizer's optax ``update`` as before, with every sparse variable made a
+*hole* (``funcgrad.train._variables``), so no table-sized zero gradient is built and the
+sparse variables' slots are not touched; non-slot state advances there, once.  The slots
+of each sparse variable are cut out of the optax state leaf by leaf — :func:`_owners`
+finds which variable each state leaf belongs to with
+``optax.tree_utils.tree_map_params`` — updated by the optimizer's sparse rule
+(``funcgrad.train.optimizers._sparse_rules``) and put back in place.
+
+Duplicates: :func:`sum_duplicates` sums them with a ``jnp.unique`` of static size (the
+number of ids), so the step compiles once for a batch shape.  Its padding slots, and
+every id outside ``[0, rows)``, carry the id ``rows``: gathering reads a clamped row
+(finite values, never used) and scattering with ``mode="drop"`` writes nothing.  So an
+id outside the table never writes into another row (JAX's own indexing wraps a
+negative id and clamps a large one); outside ``jax.jit`` such an id is an error first.
+
+What it assumes: the optax state's slot trees have the parameters' structure (true of
+every optax transformation), and a sparse rule knows the order of its optimizer's slots
+in the state's flatten order (Adam's ``mu`` before ``nu``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from funcgrad.indexed_slices import IndexedSlices
+from funcgrad.train._variables import Flat
+
+
+class Rows(NamedTuple):
+    """An ``IndexedSlices`` with its duplicates summed: one row of ``values`` per id of
+    ``indices`` (sorted); padding and out-of-range ids are ``rows``, the table's length."""
+
+    values: jax.Array
+    indices: jax.Array
+
+
+#: The sparse rule of one variable: ``(w, slots, rows) -> [new w, *new slots]``.
+LeafRule = Callable[[jax.Array, list[jax.Array], Rows], list[jax.Array]]
+#: An optimizer's sparse rule: ``(its optax state, global_step) -> LeafRule``, both read
+#: before the step (the learning rate, Adam's beta powers).
+SparseRule = Callable[[Any, jax.Array], LeafRule]
+#: The dense step of ``Optimizer``: ``(flat, trained, grads, slots, global_step) ->
+#: (new variables, new slots)``.
+DenseStep = Callable[[Flat, list[bool], list[Any], Any, jax.Array], tuple[list[Any], Any]]
+
+
+def sum_duplicates(slices: IndexedSlices) -> Rows:
+    """``slices`` with the values of equal ids summed, in a static shape (TF's dedup)."""
+    rows = slices.dense_shape[0]
+    ids = jnp.asarray(slices.indices)
+    n = ids.shape[0]
+    ids = jnp.where((ids >= 0) & (ids < rows), ids, rows).astype(jnp.int32)
+    if n == 0:
+        return Rows(slices.values, ids)
+    unique, inverse = jnp.unique(ids, size=n, fill_value=rows, return_inverse=True)
+    values = jax.ops.segment_sum(slices.values, inverse.reshape(n), num_segments=n)
+    return Rows(values, unique)
+
+
+def gather(table: jax.Array, rows: Rows) -> jax.Array:
+    """The rows of ``table`` at ``rows.indices`` (padding reads a clamped row)."""
+    return table.at[rows.indices].get(mode="clip", indices_are_sorted=True)
+
+
+def scatter(table: jax.Array, rows: Rows, new: jax.Array) -> jax.Array:
+    """``table`` with the rows at ``rows.indices`` set to ``new``; padding writes nothing."""
+    return table.at[rows.indices].set(new.astype(table.dtype), mode="drop", indices_are_sorted=True)
+
+
+def widen(x: jax.Array) -> jax.Array:
+    """``x`` in float32 when it is a narrower float (the optimizers compute in float32)."""
+    return x.astype(jnp.float32) if jnp.dtype(x.dtype).itemsize < 4 else x
+
+
+def rowwise(update: Callable[..., tuple[jax.Array, ...]], lr: jax.Array) -> LeafRule:
+    """The :data:`LeafRule` that applies ``update(lr, w, g, *slots) -> (w, *slots)`` to
+    the touched rows only: gathered, computed in float32 or wider, scattered back."""
+
+    def leaf(w: jax.Array, slots: list[jax.Array], rows: Rows) -> list[jax.Array]:
+        tables = [w, *slots]
+        got = [widen(gather(t, rows)) for t in tables]
+        g = widen(rows.values).astype(got[0].dtype)
+        new = update(lr.astype(got[0].dtype), got[0], g, *got[1:])
+        return [scatter(t, rows, y) for t, y in zip(tables, new, strict=True)]
+
+    return leaf
+
+
+def check_ids(caller: str, name: str, slices: IndexedSlices) -> None:
+    """Raise for an id outside the table, when the ids are known (outside ``jax.jit``)."""
+    if isinstance(slices.indices, jax.core.Tracer):
+        return
+    ids = np.asarray(slices.indices)
+    rows = slices.dense_shape[0]
+    bad = np.flatnonzero((ids < 0) | (ids >= rows))
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(
+            f"{caller}: the IndexedSlices gradient of {name!r} (a table of {rows} rows, "
+            f"shape {slices.dense_shape}) has id {int(ids[k])} at position {k}, outside "
+            f"[0, {rows}) ({bad.size} such ids); fix the ids the loss looks up — under "
+            "jax.jit such rows are dropped, never written into another row."
+        )
+
+
+def _owners(
+    tx: optax.GradientTransformation, flat: Flat, trained: list[bool], slots: Any
+) -> list[int]:
+    """For each leaf of ``slots``: the index of the variable it is a slot of, or -1."""
+    index = flat.like_holes(trained, [j for j, t in enumerate(trained) if t])
+    owners = optax.tree_utils.tree_map_params(
+        tx,
+        lambda _, j: j,
+        slots,
+        index,
+        transform_non_params=lambda node: jax.tree.map(lambda _: -1, node),
+    )
+    return list(jax.tree.leaves(owners))
+
+
+def apply(
+    tx: optax.GradientTransformation,
+    rule: SparseRule,
+    dense_step: DenseStep,
+    flat: Flat,
+    trained: list[bool],
+    grads: Sequence[Any],
+    slots: Any,
+    global_step: jax.Array,
+) -> tuple[list[Any], Any]:
+    """One step: dense gradients through ``tx``, ``IndexedSlices`` ones by ``rule``.
+
+    Returns the new variables (one per variable) and the new optax state.
+    """
+    sparse = [t and isinstance(g, IndexedSlices) for g, t in zip(grads, trained, strict=True)]
+    owners = _owners(tx, flat, trained, slots)
+    leaves, treedef = jax.tree.flatten(slots)
+    dense = [t and not s for t, s in zip(trained, sparse, strict=True)]
+    dense_def = jax.tree.structure(jax.eval_shape(tx.init, flat.with_holes(dense)))
+    kept = [x for x, o in zip(leaves, owners, strict=True) if o < 0 or not sparse[o]]
+    new, dense_slots = dense_step(
+        flat,
+        dense,
+        [None if s else g for g, s in zip(grads, sparse, strict=True)],
+        jax.tree.unflatten(dense_def, kept),
+        global_step,
+    )
+    leaf_rule = rule(slots, global_step)
+    updated = {}
+    for j in (j for j, s in enumerate(sparse) if s):
+        mine = [x for x, o in zip(leaves, owners, strict=True) if o == j]
+        out = leaf_rule(flat.variables[j], mine, sum_duplicates(grads[j]))
+        new[j] = out[0]
+        updated[j] = iter(out[1:])
+    rest = iter(jax.tree.leaves(dense_slots))
+    merged = [next(updated[o]) if o >= 0 and sparse[o] else next(rest) for o in owners]
+    return new, jax.tree.unflatten(treedef, merged)
