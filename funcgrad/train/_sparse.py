@@ -67,14 +67,24 @@ DenseStep = Callable[[Flat, list[bool], list[Any], Any, jax.Array], tuple[list[A
 def sum_duplicates(slices: IndexedSlices) -> Rows:
     """``slices`` with the values of equal ids summed, in a static shape (TF's dedup)."""
     rows = slices.dense_shape[0]
-    ids = jnp.asarray(slices.indices)
+    ids, values = (_replicated(jnp.asarray(x)) for x in (slices.indices, slices.values))
     n = ids.shape[0]
     ids = jnp.where((ids >= 0) & (ids < rows), ids, rows).astype(jnp.int32)
     if n == 0:
-        return Rows(slices.values, ids)
+        return Rows(values, ids)
     unique, inverse = jnp.unique(ids, size=n, fill_value=rows, return_inverse=True)
-    values = jax.ops.segment_sum(slices.values, inverse.reshape(n), num_segments=n)
+    values = jax.ops.segment_sum(values, inverse.reshape(n), num_segments=n)
     return Rows(values, unique)
+
+
+def _replicated(x: jax.Array) -> jax.Array:
+    """``x`` whole on every device where its type shards it (a data-parallel batch's
+    ids, under explicit sharding): ``jnp.unique`` sorts along the ids' axis."""
+    sharding = jax.typeof(x).sharding
+    if any(axis is not None for axis in sharding.spec):
+        whole = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
+        return jax.sharding.reshard(x, whole)
+    return x
 
 
 def gather(table: jax.Array, rows: Rows) -> jax.Array:
