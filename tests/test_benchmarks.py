@@ -57,6 +57,10 @@ SCRIPTS = {
         ["--micro", "8", "--repeats", "2", "--number", "1"],
         "minimize_in_microbatches k=4",
     ),
+    "bench_sparse.py": (
+        ["--rows", "1000", "--steps", "2", "--repeats", "1", "--dense-max", "1000"],
+        "| funcgrad MomentumOptimizer (IndexedSlices) |",
+    ),
     "bench_train.py": (
         ["--repeats", "1", "--loop-steps", "2", "--examples", "256"],
         "epoch (2 steps, lax.scan)",

@@ -53,6 +53,10 @@ class Optimizer:
       var_list: the variables a call trains when it passes no ``var_list``: ``None``
         (every variable) — or, for an optimizer of an
         :class:`~funcgrad.train.OptimizerGroup`, the ``var_list`` it was given there.
+      sparse_rule: how an ``fg.IndexedSlices`` gradient is applied.  ``None`` here: it
+        is made dense (``g.to_dense()``) and ``tx`` sees an ordinary gradient, whatever
+        ``tx`` wraps.  The TF1 optimizers (``MomentumOptimizer``, ...) set their
+        TensorFlow sparse rule, which updates only the touched rows.
 
     Raises:
       TypeError: ``tx`` has no ``init`` and ``update``.

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import funcgrad as fg
+from tests.parity.test_optimizers_parity import CASES as DENSE_CASES
 
 _rng = np.random.default_rng(7)
 V, D, K = 8, 3, 2
@@ -27,61 +28,17 @@ IDS = np.array(
 )
 YS = _rng.normal(size=(len(IDS), IDS.shape[1], K)).astype(np.float32)
 
-L1_L2 = {"l1_regularization_strength": 0.05, "l2_regularization_strength": 0.1}
-
+# The dense parity tests' optimizers and options, and two more: Ftrl and ProximalAdagrad
+# with L1 alone, the settings where the issue measured TF's sparse and dense rules apart.
 CASES = [
-    pytest.param("GradientDescentOptimizer", {"learning_rate": 0.1}, id="sgd"),
-    pytest.param("MomentumOptimizer", {"learning_rate": 0.1, "momentum": 0.9}, id="momentum"),
-    pytest.param(
-        "MomentumOptimizer",
-        {"learning_rate": 0.1, "momentum": 0.9, "use_nesterov": True},
-        id="nesterov",
-    ),
-    pytest.param("AdamOptimizer", {"learning_rate": 0.05}, id="adam"),
-    pytest.param(
-        "AdamOptimizer",
-        {"learning_rate": 0.05, "beta1": 0.5, "beta2": 0.9, "epsilon": 0.1},
-        id="adam_large_epsilon",
-    ),
-    pytest.param("RMSPropOptimizer", {"learning_rate": 0.05}, id="rmsprop"),
-    pytest.param(
-        "RMSPropOptimizer", {"learning_rate": 0.05, "momentum": 0.5}, id="rmsprop_momentum"
-    ),
-    pytest.param(
-        "RMSPropOptimizer",
-        {"learning_rate": 0.05, "momentum": 0.5, "centered": True, "epsilon": 1e-6},
-        id="rmsprop_centered",
-    ),
-    pytest.param("AdagradOptimizer", {"learning_rate": 0.1}, id="adagrad"),
-    pytest.param("AdadeltaOptimizer", {"learning_rate": 1.0, "rho": 0.9}, id="adadelta"),
-    pytest.param("FtrlOptimizer", {"learning_rate": 0.1}, id="ftrl"),
+    *DENSE_CASES,
     pytest.param(
         "FtrlOptimizer", {"learning_rate": 0.1, "l1_regularization_strength": 0.01}, id="ftrl_l1"
     ),
-    pytest.param("FtrlOptimizer", {"learning_rate": 0.2, **L1_L2}, id="ftrl_l1_l2"),
-    pytest.param(
-        "FtrlOptimizer",
-        {
-            "learning_rate": 0.2,
-            "learning_rate_power": -0.7,
-            "initial_accumulator_value": 0.5,
-            "l2_shrinkage_regularization_strength": 0.1,
-            "beta": 0.3,
-        },
-        id="ftrl_power_shrinkage_beta",
-    ),
-    pytest.param("ProximalGradientDescentOptimizer", {"learning_rate": 0.1}, id="proximal_sgd"),
-    pytest.param(
-        "ProximalGradientDescentOptimizer", {"learning_rate": 0.1, **L1_L2}, id="proximal_sgd_l1_l2"
-    ),
-    pytest.param("ProximalAdagradOptimizer", {"learning_rate": 0.1}, id="proximal_adagrad"),
     pytest.param(
         "ProximalAdagradOptimizer",
         {"learning_rate": 0.1, "l1_regularization_strength": 0.1},
         id="proximal_adagrad_l1",
-    ),
-    pytest.param(
-        "ProximalAdagradOptimizer", {"learning_rate": 0.1, **L1_L2}, id="proximal_adagrad_l1_l2"
     ),
 ]
 
@@ -276,3 +233,46 @@ def test_adam_bias_correction_over_300_steps(tf) -> None:
     adam = state.opt_state.inner_state[0]
     assert [adam.beta1_power, adam.beta2_power] == powers
     np.testing.assert_allclose(state.params, want, rtol=1e-4, atol=1e-5)
+
+
+def test_compute_gradients_clip_by_global_norm_apply(tf) -> None:
+    """compute_gradients -> clip_by_global_norm (active; the norm of the values, duplicates
+    included) -> apply_gradients, as the TF1 program writes it."""
+
+    def loss_fn(params, ids, y):
+        return _loss(jnp.take(params["E"], ids, axis=0), params["W"], y)
+
+    opt = fg.train.AdagradOptimizer(0.1)
+    probe = opt.compute_gradients(loss_fn, {"E": E0, "W": W0}, IDS[0], YS[0])
+    if not isinstance(probe[0][0], fg.IndexedSlices):
+        pytest.skip(
+            "compute_gradients gives no IndexedSlices on this branch (issue 25's other half)"
+        )
+    with tf.Graph().as_default():
+        table, w = tf.compat.v1.Variable(E0), tf.compat.v1.Variable(W0)
+        ids = tf.compat.v1.placeholder(tf.int32, [None])
+        y = tf.compat.v1.placeholder(tf.float32, [None, K])
+        loss = tf.reduce_sum(tf.square(tf.tanh(tf.matmul(tf.gather(table, ids), w)) - y))
+        tf_opt = tf.compat.v1.train.AdagradOptimizer(0.1)
+        grads, variables = zip(*tf_opt.compute_gradients(loss), strict=True)
+        clipped, _ = tf.clip_by_global_norm(grads, 0.5)
+        train = tf_opt.apply_gradients(zip(clipped, variables, strict=True))
+        want = []
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            for i in range(len(IDS)):
+                sess.run(train, {ids: IDS[i], y: YS[i]})
+                want.append(sess.run([table, w]))
+
+    @jax.jit
+    def step(state, ids, y):
+        gvs = opt.compute_gradients(loss_fn, state.params, ids, y)
+        clipped, _ = fg.clip_by_global_norm([g for g, _ in gvs], 0.5)
+        return opt.apply_gradients(list(zip(clipped, [v for _, v in gvs], strict=True)), state)
+
+    state = opt.init({"E": jnp.asarray(E0), "W": jnp.asarray(W0)})
+    got = []
+    for i in range(len(IDS)):
+        state = step(state, IDS[i], YS[i])
+        got.append((state.params["E"], state.params["W"]))
+    _assert_same(got, want)
