@@ -13,10 +13,11 @@ one jitted step with the state donated (updated in place), timed on the same bat
 * PyTorch ``nn.Embedding(sparse=True)`` with ``SGD(momentum=0.9)`` / ``SparseAdam``;
 * TensorFlow 1.x in a session (``MomentumOptimizer`` on its ``IndexedSlices``).
 
-Medians of ``--repeats`` rounds, the variants timed in turn within each round; the
-ratios are of medians of the same run.  Also printed: the compiled funcgrad step's
-temporary memory (``compiled.memory_analysis().temp_size_in_bytes``), which follows
-the batch, not the table.  Peers that are not installed are rows saying so.  The dense
+Medians of ``--repeats`` rounds, the variants timed in turn within each round (in an
+order rotated from round to round); the ratios are of medians of the same run.  Also
+printed: the compiled funcgrad step's temporary memory
+(``compiled.memory_analysis().temp_size_in_bytes``), which follows the batch, not the
+table.  Peers that are not installed are rows saying so.  The dense
 and peer rows are skipped above ``--dense-max`` rows (a 10,000,000 x 64 table is
 2.5 GB; optax's dense Adam would hold five of them).
 
@@ -263,14 +264,17 @@ def _fg_runner(opt: fg.train.Optimizer, rows: int, batches: list[Any]) -> Step:
 
 
 def _timed(runs: dict[str, Step], steps: int, repeats: int) -> dict[str, float]:
-    """Median seconds per step of each run, the runs timed in turn within each round."""
+    """Median seconds per step of each run, the runs timed in turn within each round, the
+    round starting one run further along each time (so no run always follows the dense
+    steps, which leave the caches cold)."""
     for run in runs.values():  # compile and warm up
         run()
+    names = list(runs)
     samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             start = time.perf_counter()
-            run()
+            runs[name]()
             samples[name].append((time.perf_counter() - start) / steps)
     return {name: statistics.median(s) for name, s in samples.items()}
 

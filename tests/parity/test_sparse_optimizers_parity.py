@@ -70,14 +70,18 @@ def _tf_trajectory(tf, name, kwargs, lookup, *, decay=False, twice=False):
         opt = getattr(tf.compat.v1.train, name)(**kwargs)
         (g_table, _), _ = opt.compute_gradients(loss)
         assert isinstance(g_table, tf.IndexedSlices) == (lookup is not _dense_lookup)
-        train = opt.minimize(loss, global_step=step)
-        out = []
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            for i in range(len(IDS)):
-                sess.run(train, {ids: IDS[i], y: YS[i]})
-                out.append(sess.run([table, w]))
-        return out
+        return _tf_steps(tf, opt.minimize(loss, global_step=step), (table, w), ids, y)
+
+
+def _tf_steps(tf, train, fetches, ids, y):
+    """``fetches`` after each run of ``train`` on the batches ``IDS``, ``YS``."""
+    out = []
+    with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        for i in range(len(IDS)):
+            sess.run(train, {ids: IDS[i], y: YS[i]})
+            out.append(sess.run(list(fetches)))
+    return out
 
 
 def _tf_decay(tf, rate, step):
@@ -103,6 +107,11 @@ def _fg_trajectory(opt, take, *, twice=False):
         g_table = fg.IndexedSlices(g_rows, ids, table.shape)
         return opt.apply_gradients([(g_table, None), (g_w, None)], state)
 
+    return _fg_steps(opt, step)
+
+
+def _fg_steps(opt, step):
+    """``(E, W)`` after each ``step(state, ids, y)`` from ``opt.init`` on the batches."""
     state = opt.init({"E": jnp.asarray(E0), "W": jnp.asarray(W0)})
     out = []
     for i in range(len(IDS)):
@@ -166,12 +175,7 @@ def test_gather_and_matmul_is_dense(tf) -> None:
         return _loss(rows, params["W"], y)
 
     step = jax.jit(lambda s, ids, y: opt.minimize(loss, s, ids, y)[0])
-    state = opt.init({"E": jnp.asarray(E0), "W": jnp.asarray(W0)})
-    got = []
-    for i in range(len(IDS)):
-        state = step(state, IDS[i], YS[i])
-        got.append((state.params["E"], state.params["W"]))
-    _assert_same(got, want)
+    _assert_same(_fg_steps(opt, step), want)
 
 
 def _lazy_adam_reference(lr=0.05, beta1=0.9, beta2=0.999, epsilon=1e-8):
@@ -257,12 +261,7 @@ def test_compute_gradients_clip_by_global_norm_apply(tf) -> None:
         grads, variables = zip(*tf_opt.compute_gradients(loss), strict=True)
         clipped, _ = tf.clip_by_global_norm(grads, 0.5)
         train = tf_opt.apply_gradients(zip(clipped, variables, strict=True))
-        want = []
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            for i in range(len(IDS)):
-                sess.run(train, {ids: IDS[i], y: YS[i]})
-                want.append(sess.run([table, w]))
+        want = _tf_steps(tf, train, (table, w), ids, y)
 
     @jax.jit
     def step(state, ids, y):
@@ -270,9 +269,4 @@ def test_compute_gradients_clip_by_global_norm_apply(tf) -> None:
         clipped, _ = fg.clip_by_global_norm([g for g, _ in gvs], 0.5)
         return opt.apply_gradients(list(zip(clipped, [v for _, v in gvs], strict=True)), state)
 
-    state = opt.init({"E": jnp.asarray(E0), "W": jnp.asarray(W0)})
-    got = []
-    for i in range(len(IDS)):
-        state = step(state, IDS[i], YS[i])
-        got.append((state.params["E"], state.params["W"]))
-    _assert_same(got, want)
+    _assert_same(_fg_steps(opt, step), want)

@@ -268,10 +268,10 @@ class LazyAdamOptimizer(AdamOptimizer):
     ``W/Adam_1``, ``beta1_power``) and the arguments are Adam's.
 
     Args:
-      learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
-      beta1: decay of the first moment.
-      beta2: decay of the second moment.
-      epsilon: :math:`\hat\epsilon`.
+      learning_rate: :math:`\eta`, a number or a ``schedule(step)``, as for Adam.
+      beta1: :math:`\beta_1`, as for Adam.
+      beta2: :math:`\beta_2`, as for Adam.
+      epsilon: :math:`\hat\epsilon`, as for Adam.
 
     Raises:
       ValueError: an argument is negative or not finite.
