@@ -408,8 +408,11 @@ def test_compare_tf_checkpoint_catches_one_slot_off_by_one_step(tmp_path):
         r"'G/Adam'\) is .* here and .* in the checkpoint.*compare after one step",
     ):
         fg.testing.compare_tf_checkpoint(prefix, wrong, group)
-    # The step count alone off by one: Adam's beta powers say so.
-    count = g.inner_state[0]._replace(step=g.inner_state[0].step + 1)
+    # The step count alone off by one: Adam's beta powers (which hold it) say so.
+    powers = ahead.opt_state["G"].inner_state[0]
+    count = g.inner_state[0]._replace(
+        beta1_power=powers.beta1_power, beta2_power=powers.beta2_power
+    )
     wrong = state._replace(opt_state={**state.opt_state, "G": g._replace(
         inner_state=(count, *g.inner_state[1:]))})  # fmt: skip
     with pytest.raises(AssertionError, match=r"2 of 11 .*'beta\d_power_1'"):

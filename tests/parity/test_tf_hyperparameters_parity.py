@@ -8,12 +8,15 @@ from the same start; every variable is compared after each step:
 - a learning-rate ``Variable`` assigned per epoch (``fg.train.set_learning_rate``);
 - per-variable gradient multipliers between ``compute_gradients`` and ``apply_gradients``;
 - a variable constraint applied after each update (TF: ``get_variable(constraint=)``;
-  funcgrad: the function applied to ``state.params`` after the step).
+  funcgrad: the function applied to ``state.params`` after the step);
+- Adam's betas ramped at steps (TF: beta tensors of ``global_step``; funcgrad:
+  ``optax.inject_hyperparams(fg.train.scale_by_tf_adam)`` with schedules).
 """
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 import funcgrad as fg
 
@@ -148,3 +151,38 @@ def test_constraint_applied_after_each_update(tf):
         got.append([state.params["W"], state.params["b"]])
     assert float(jnp.linalg.norm(W0)) > 1.0  # the constraint acts from the first step
     _close(got, want)
+
+
+def test_adam_betas_ramped_at_steps(tf):
+    """Mean teacher's habit: Adam fed beta tensors of ``global_step``.  TensorFlow starts
+    ``beta1_power`` at beta1's first value and multiplies it by the current beta1 each
+    step; ``optax.inject_hyperparams(fg.train.scale_by_tf_adam)`` does the same."""
+    with tf.Graph().as_default():
+        w, b, global_step, loss = _tf_model(tf)
+        beta1 = tf.compat.v1.train.piecewise_constant(global_step, [3], [0.5, 0.9])
+        beta2 = tf.compat.v1.train.piecewise_constant(global_step, [2], [0.99, 0.999])
+        adam = tf.compat.v1.train.AdamOptimizer(0.1, beta1=beta1, beta2=beta2)
+        want = _run(tf, [adam.minimize(loss, global_step)], [w, b])
+    adam_tx = optax.inject_hyperparams(fg.train.scale_by_tf_adam)(
+        beta1=fg.train.piecewise_constant([3], [0.5, 0.9]),
+        beta2=fg.train.piecewise_constant([2], [0.99, 0.999]),
+    )
+    opt = fg.train.Optimizer(optax.chain(adam_tx, optax.scale(-0.1)))
+    step = jax.jit(lambda state: opt.minimize(_loss, state)[0])
+    state, got = opt.init(_params()), []
+    for _ in range(STEPS):
+        state = step(state)
+        got.append([state.params["W"], state.params["b"]])
+    _close(got, want)
+    # A constant beta (0.9 from the start) gives other numbers: the ramp is what is tested.
+    assert not np.allclose(got[2][0], _adam_with_constant_betas()[2][0], atol=1e-4)
+
+
+def _adam_with_constant_betas():
+    opt = fg.train.AdamOptimizer(0.1, beta1=0.9, beta2=0.999)
+    step = jax.jit(lambda state: opt.minimize(_loss, state)[0])
+    state, got = opt.init(_params()), []
+    for _ in range(STEPS):
+        state = step(state)
+        got.append([state.params["W"], state.params["b"]])
+    return got
