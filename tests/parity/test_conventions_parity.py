@@ -41,6 +41,7 @@ from jax import lax
 
 import funcgrad as fg
 from funcgrad._core import rewrite as _rewrite
+from tests.parity import tolerance
 
 INF, NAN = math.inf, math.nan
 
@@ -154,7 +155,8 @@ PROBES = [
     _unary("relu", lambda tf: tf.nn.relu, jax.nn.relu),
     _unary("relu6", lambda tf: tf.nn.relu6, jax.nn.relu6, [*U, (6.0,), (7.0,)]),
     _unary("maximum_x_0", lambda tf: lambda x: tf.maximum(x, 0.0), lambda x: jnp.maximum(x, 0.0)),
-    _unary("maximum_0_x", lambda tf: lambda x: tf.maximum(tf.constant(0.0, x.dtype), x), lambda x: jnp.maximum(0.0, x)),
+    _unary("maximum_0_x", lambda tf: lambda x: tf.maximum(tf.constant(0.0, x.dtype), x),
+           lambda x: jnp.maximum(0.0, x)),
     _unary("minimum_1_abs", lambda tf: lambda x: tf.minimum(tf.constant(1.0, x.dtype), tf.abs(x)),
            lambda x: jnp.minimum(1.0, jnp.abs(x))),
     _unary("elu", lambda tf: tf.nn.elu, jax.nn.elu),
@@ -360,36 +362,7 @@ def _derivative(f: Callable[..., Any], seq: tuple[int, ...]) -> Callable[..., An
 # --- the comparison ---------------------------------------------------------------------
 
 
-def _ulps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    def ordered(v: np.ndarray) -> np.ndarray:
-        i = v.astype(np.float32).view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-
-    return np.abs(ordered(a) - ordered(b))
-
-
-def _within_tensorflows_error(
-    want: np.ndarray, got: np.ndarray, exact: np.ndarray, ulps: int
-) -> np.ndarray:
-    """Whether funcgrad is no further from the exact value than TensorFlow is on this CPU,
-    plus ``ulps`` units of float32 rounding (the rule of ``tests/README.md``).
-
-    Where the float64 reference is not a finite float32 number, TensorFlow's value is the
-    reference: ``got`` within ``ulps`` of ``want``.
-    """
-    with np.errstate(invalid="ignore", over="ignore"):
-        exact32 = exact.astype(np.float32)
-        scale = np.maximum(np.abs(exact32), np.abs(want))
-        unit = np.spacing(scale).astype(np.float64)
-        tf_error = np.abs(want.astype(np.float64) - exact)
-        error = np.abs(got.astype(np.float64) - exact)
-        close = error <= tf_error + ulps * unit
-    return np.where(np.isfinite(exact32), close, _ulps_apart(want, got) <= ulps)
-
-
-def _mismatches(
-    probe: Probe, seq: tuple[int, ...], want: Any, got: Any, exact: Any
-) -> list[str]:
+def _mismatches(probe: Probe, seq: tuple[int, ...], want: Any, got: Any, exact: Any) -> list[str]:
     where = f"d{''.join('xyz'[i] for i in seq)}" if seq else "value"
     if want is None or got is None:
         if (want is None) != (got is None):
@@ -400,7 +373,7 @@ def _mismatches(
     exact = np.asarray(exact, np.float64)[:n]
     same = (np.isnan(want) & np.isnan(got)) | (want == got)
     finite = np.isfinite(want) & np.isfinite(got)
-    same |= finite & _within_tensorflows_error(want, got, exact, probe.ulps)
+    same |= finite & tolerance.within_tensorflows_error(want, got, exact, probe.ulps)
     return [
         f"{where} at {probe.points[i]}: TensorFlow {want[i]!r}, funcgrad {got[i]!r}, "
         f"exact {exact[i]!r}"
