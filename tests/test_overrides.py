@@ -393,6 +393,74 @@ def test_custom_gradient_wrong_count_and_kwargs() -> None:
         fg.custom_gradient(3)
 
 
+def _bias_act(x, b):
+    """TensorFlow's fused bias-and-activation habit: nested custom gradients, the inner one
+    taking the outer's output as an argument (its second derivative through ``y``)."""
+
+    @fg.custom_gradient
+    def func(x, b):
+        y = jax.nn.leaky_relu(x + b, 0.2)
+
+        @fg.custom_gradient
+        def grad(dy, y):
+            def grad2(d_dx):
+                return jnp.where(y >= 0, d_dx, d_dx * 0.2), None
+
+            return jnp.where(y >= 0, dy, dy * 0.2), grad2
+
+        return y, lambda dy: (grad(dy, y), jnp.sum(grad(dy, y), 0, keepdims=True))
+
+    return func(x, b)
+
+
+def _r1_step(p, x):
+    """A discriminator step with an R1 penalty: fg.gradients of fg.gradients."""
+
+    def d(p, x):
+        return jnp.sum(jnp.tanh(_bias_act(x @ p["w1"], p["b1"])) @ p["w2"])
+
+    def loss(p):
+        r1 = fg.gradients(lambda x: d(p, x), x)
+        return d(p, x) + 10.0 * jnp.sum(r1**2)
+
+    names = sorted(p)
+    grads = fg.gradients(lambda *v: loss(dict(zip(names, v, strict=True))), [p[n] for n in names])
+    return {n: p[n] - 0.01 * g for n, g in zip(names, grads, strict=True)}
+
+
+def test_nested_custom_gradients_in_a_jitted_second_order_step() -> None:
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    p = {
+        "w1": jax.random.normal(keys[0], (5, 8)),
+        "b1": jnp.zeros((1, 8)),
+        "w2": jax.random.normal(keys[1], (8, 1)),
+    }
+    x = jax.random.normal(keys[2], (4, 5))
+    step = chex.assert_max_traces(_r1_step, n=1)
+    jitted = jax.jit(step)
+    plain = p
+    for _ in range(3):
+        p, plain = jitted(p, x), _r1_step(plain, x)
+        # jit fuses what runs op by op unjitted: a few float32 roundings apart per step.
+        chex.assert_trees_all_close(p, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_custom_gradient_closing_over_a_differentiated_value_says_the_fix() -> None:
+    def f(x, w):
+        t = x * w
+
+        @fg.custom_gradient
+        def g(a):
+            return a * t, lambda dy: dy * t  # t is captured, not an argument
+
+        return jnp.sum(g(x))
+
+    with pytest.raises(ValueError, match="pass that value to the custom-gradient function as"):
+        fg.gradients(f, [jnp.ones(2), jnp.float32(3.0)])
+    with pytest.raises(ValueError, match="closes over a value that is being differentiated"):
+        jax.jit(lambda x: fg.gradients(lambda x: f(x, x[0]), x))(jnp.ones(2))
+
+
 # --- TensorFlow's gradient functions as targets ----------------------------------------
 
 

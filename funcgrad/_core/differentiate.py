@@ -24,8 +24,10 @@ follow the dtype rule of :func:`input_cotangents`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
@@ -230,7 +232,8 @@ def differentiate(
 
     grads: list[Any] = [None] * len(primals)
     if live:
-        ys, vjp_fn, (outs, ids) = jax.vjp(on_live, *(inputs[i] for i in live), has_aux=True)
+        with _closures_refused(caller):
+            ys, vjp_fn, (outs, ids) = jax.vjp(on_live, *(inputs[i] for i in live), has_aux=True)
         # Ones are made like each output, so that inside shard_map they vary as it does.
         cts = [
             jnp.ones_like(y) if c is None else c
@@ -251,6 +254,30 @@ def differentiate(
         aux=jax.tree.unflatten(traced.aux_tree, outs[n_ys:]),
         grads=grads,
     )
+
+
+@contextlib.contextmanager
+def _closures_refused(caller: str) -> Iterator[None]:
+    """JAX's error for a custom gradient that closes over a differentiated value, with the fix.
+
+    JAX raises its ``CustomVJPException`` (a private class, so matched by name) when a
+    ``jax.custom_vjp`` -- and so an ``fg.custom_gradient`` -- closes over a value that is
+    being differentiated instead of taking it as an argument.
+    """
+    try:
+        yield
+    except Exception as error:
+        if type(error).__name__ != "CustomVJPException":
+            raise
+        raise ValueError(
+            f"{caller}: a custom gradient in the function (fg.custom_gradient or "
+            "jax.custom_vjp) closes over a value that is being differentiated -- "
+            "TensorFlow's habit of an inner tf.custom_gradient that uses a tensor of the "
+            "outer function -- and JAX differentiates a custom gradient only with respect "
+            "to its arguments; pass that value to the custom-gradient function as an "
+            "argument, and return None as its cotangent from grad_fn for TensorFlow's "
+            "answer (a captured tensor gets no gradient through the function)."
+        ) from error
 
 
 def _live_inputs(run: Callable[..., Any], inputs: list[Any], n_dense: int) -> list[int]:

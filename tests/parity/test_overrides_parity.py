@@ -217,3 +217,49 @@ def test_the_mapping_wins_over_the_conventions(tf, run_tf1, wrap):
     _, tf_grad = _tf_override(tf, run_tf1, lambda v: tf.minimum(1.0, tf.abs(v)), mapping, x)
     f = wrap(lambda v: jnp.minimum(1.0, jnp.abs(v)), mapping)
     np.testing.assert_array_equal(fg.gradients(f, jnp.asarray(x)), tf_grad)
+
+
+def test_custom_gradient_with_a_captured_tensor_as_tensorflow(tf, run_tf1):
+    """TensorFlow's graph treats a tensor a tf.custom_gradient function captures as a
+    constant of it: no gradient reaches the tensor through the function.  funcgrad refuses
+    the capture and says the fix (the tensor as an argument, its cotangent None), which
+    gives TensorFlow's gradient."""
+    x0, w0 = np.array([0.5, 2.0], np.float32), np.float32(3.0)
+    tf_none = {}
+
+    def build():
+        x, w = tf.constant(x0), tf.constant(w0)
+        t = x * w
+
+        @tf.custom_gradient
+        def g(a):
+            return a * t, lambda dy: dy * t * 10.0
+
+        gx, gw = tf.compat.v1.gradients(tf.reduce_sum(g(x)), [x, w])
+        tf_none["w"] = gw is None  # w reaches the output only through the capture
+        return gx
+
+    tf_gx = run_tf1(build)
+
+    def captured(x, w):
+        t = x * w
+
+        @fg.custom_gradient
+        def g(a):
+            return a * t, lambda dy: dy * t * 10.0
+
+        return jnp.sum(g(x))
+
+    with pytest.raises(ValueError, match="return None as its cotangent"):
+        fg.gradients(captured, [x0, w0])
+
+    def passed(x, w):
+        @fg.custom_gradient
+        def g(a, t):
+            return a * t, lambda dy: (dy * t * 10.0, None)
+
+        return jnp.sum(g(x, x * w))
+
+    gx, gw = fg.gradients(passed, [jnp.asarray(x0), jnp.asarray(w0)])
+    np.testing.assert_allclose(gx, tf_gx, rtol=1e-6)
+    assert tf_none["w"] and float(gw) == 0.0  # zeros where TensorFlow says None
