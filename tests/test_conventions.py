@@ -312,3 +312,18 @@ def test_reciprocal_grads_zero_guard_in_logs_second_derivative():
     f = fg.tensorflow_conventions(lambda x: jnp.where(x > 0, jnp.log(x), 0.0))
     second = jax.grad(lambda x: jax.grad(lambda x: f(x).sum())(x).sum())(MASKED)
     np.testing.assert_array_equal(second, [0.0, 0.0, -1.0 / 16.0])
+
+
+def test_stop_gradients_on_a_tapped_input_keeps_the_input() -> None:
+    """A tap of an input is that input (TensorFlow: d(a*a + 2a)/da with a stopped is 8),
+    also when tensorflow_conventions traces the function again."""
+
+    def f(a):
+        a = fg.tap(a, "a")
+        return a * a + 2.0 * a
+
+    for g in (f, fg.tensorflow_conventions(f)):
+        assert float(fg.gradients(g, jnp.float32(3.0), stop_gradients=["a"])) == 8.0
+    # A tap of a value computed from the input is held: nothing reaches the input.
+    wrapped = fg.tensorflow_conventions(f)
+    assert fg.gradients(lambda a: wrapped(a * 1.0), jnp.float32(3.0), stop_gradients=["a"]) is None

@@ -29,6 +29,7 @@ from jax.extend import core
 
 from funcgrad._core import differentiate as _differentiate
 from funcgrad._core import rewrite as _rewrite
+from funcgrad._core import taps as _taps
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
 from funcgrad._types import replace_at
@@ -69,9 +70,10 @@ def with_gradients(
         dynamic = [i for i, v in enumerate(leaves) if isinstance(v, jax.Array | np.ndarray)]
         out_tree = []
 
-        def flat(*values: Any) -> list[Any]:
-            a, k = jax.tree.unflatten(tree, replace_at(leaves, dynamic, values))
-            out, treedef = jax.tree.flatten(f(*a, **k))
+        def flat(*traced: Any) -> list[Any]:
+            a, k = jax.tree.unflatten(tree, replace_at(leaves, dynamic, traced))
+            with _taps.traced_again(values, traced):
+                out, treedef = jax.tree.flatten(f(*a, **k))
             out_tree.append(treedef)
             return out
 

@@ -78,6 +78,22 @@ def bound(f: Callable[..., Any], tree: Any, fr: Frame) -> Callable[..., Any]:
     return fun
 
 
+@contextmanager
+def traced_again(outer: Sequence[Any], inner: Sequence[Any]) -> Iterator[None]:
+    """While the block runs, ``inner`` stand for ``outer``: a wrapper that traces ``f``
+    again (``tensorflow_conventions``, an override) keeps a tap of an input an input."""
+    stack = _STATE.__dict__.get("frames")
+    if not stack:
+        yield
+        return
+    f, old = stack[-1], stack[-1].inputs
+    f.inputs = (*old, *(i for o, i in zip(outer, inner, strict=True) if any(o is v for v in old)))
+    try:
+        yield
+    finally:
+        f.inputs = old
+
+
 def stopped_tap(eqn: core.JaxprEqn) -> str | None:
     """The name of the tap in ``stop_gradients`` that ``eqn`` holds, if it is such a hold."""
     if eqn.primitive.name != "stop_gradient":

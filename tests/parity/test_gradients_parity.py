@@ -111,7 +111,18 @@ def test_masked_sqrt_takes_tensorflow_zero(tf, run_tf1):
     np.testing.assert_array_equal(fg.gradients(fg.tensorflow_conventions(f), x), tf_grad)
 
 
-def test_stop_gradients_of_the_input_itself(tf, run_tf1):
+#: The function as it is, and traced again by funcgrad's wrappers (a tap of an input
+#: stays that input through them).
+WRAPPERS = [
+    pytest.param(lambda f: f, id="plain"),
+    pytest.param(fg.tensorflow_conventions, id="tensorflow_conventions"),
+    pytest.param(lambda f: fg.gradient_override_map(f, {"Sign": "Identity"}), id="override"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::funcgrad.UnusedOverrideWarning")
+@pytest.mark.parametrize("wrap", WRAPPERS)
+def test_stop_gradients_of_the_input_itself(tf, run_tf1, wrap):
     """tf.gradients(a * a + 2 * a, a, stop_gradients=[a]) and with b = 2 * a stopped too."""
 
     def tf_grad(stopped):
@@ -123,6 +134,7 @@ def test_stop_gradients_of_the_input_itself(tf, run_tf1):
 
         return float(run_tf1(build)[0])
 
+    @wrap
     def f(x):
         a = fg.tap(x, "a")
         b = fg.tap(2.0 * a, "b")
@@ -134,7 +146,9 @@ def test_stop_gradients_of_the_input_itself(tf, run_tf1):
     assert tf_grad(["a"]) == 8.0 and tf_grad(["a", "b"]) == 6.0
 
 
-def test_stop_gradients_doc_example(tf, run_tf1):
+@pytest.mark.filterwarnings("ignore::funcgrad.UnusedOverrideWarning")
+@pytest.mark.parametrize("wrap", WRAPPERS)
+def test_stop_gradients_doc_example(tf, run_tf1, wrap):
     """TensorFlow's own example: tf.gradients(a + b, [a, b], stop_gradients=[a, b])."""
 
     def build(stop):
@@ -142,6 +156,7 @@ def test_stop_gradients_doc_example(tf, run_tf1):
         b = 2 * a
         return tf.compat.v1.gradients(a + b, [a, b], stop_gradients=[a, b] if stop else None)
 
+    @wrap
     def f(x):
         a = fg.tap(x, "a")
         return a + fg.tap(2.0 * a, "b")
@@ -150,3 +165,21 @@ def test_stop_gradients_doc_example(tf, run_tf1):
         want = [float(v) for v in run_tf1(lambda stop=stop: build(stop))]
         got = fg.tap_gradients(f, np.float32(0.0), ["a", "b"], stop_gradients=["a", "b"] * stop)
         assert [float(got["a"]), float(got["b"])] == want
+
+
+@pytest.mark.filterwarnings("ignore::funcgrad.UnusedOverrideWarning")
+@pytest.mark.parametrize("wrap", WRAPPERS)
+def test_partial_derivatives(tf, run_tf1, wrap):
+    """TensorFlow's testPartialDerivatives: the gradients of x + y to [x, y] with
+    stop_gradients=[x, y], x and y both inputs and both tapped."""
+
+    def build():
+        x, y = tf.constant(1.0), tf.constant(2.0)
+        return tf.compat.v1.gradients(x + y, [x, y], stop_gradients=[x, y])
+
+    @wrap
+    def f(x, y):
+        return fg.tap(x, "x") + fg.tap(y, "y")
+
+    got = fg.gradients(f, [np.float32(1.0), np.float32(2.0)], stop_gradients=["x", "y"])
+    assert [float(g) for g in got] == [float(v) for v in run_tf1(build)] == [1.0, 1.0]
