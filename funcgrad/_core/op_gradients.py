@@ -68,7 +68,7 @@ def with_gradients(
     def overridden(*args: Any, **kwargs: Any) -> Any:
         leaves, tree = jax.tree.flatten((args, kwargs))
         dynamic = [i for i, v in enumerate(leaves) if isinstance(v, jax.Array | np.ndarray)]
-        out_tree = []
+        out_tree: list[Any] = []
 
         def flat(*traced: Any) -> list[Any]:
             a, k = jax.tree.unflatten(tree, replace_at(leaves, dynamic, traced))
