@@ -350,7 +350,7 @@ def _rules(caller: str, mapping: Any) -> dict[str, tuple[str, GradientFunction]]
             suggestion = _checks.did_you_mean(grad_name, registry)
             problems.append(f"no gradient registered as {grad_name!r}{suggestion}")
         elif name in _jax_names():
-            rules[name] = (key, registry[grad_name])
+            rules[name] = (key, _tf_gradients.with_attributes(name, registry[grad_name]))
     if any(p.startswith("unknown op") for p in problems):
         hints.append(
             "op names are TensorFlow's (the table funcgrad.overrides.TF_OP_NAMES) or JAX "

@@ -464,6 +464,24 @@ def test_custom_gradient_closing_over_a_differentiated_value_says_the_fix() -> N
 # --- TensorFlow's gradient functions as targets ----------------------------------------
 
 
+@pytest.mark.parametrize("slope", [0.3, None], ids=["slope", "default_slope"])
+def test_leaky_relu_alpha_is_an_attribute_of_the_op(slope) -> None:
+    """TensorFlow's LeakyRelu has one input; alpha is in op.params, with no gradient."""
+    seen = []
+
+    name = f"LeakyReluAlphaSeen{'Default' if slope is None else ''}"
+
+    @fg.RegisterGradient(name)
+    def _seen(op, grad):
+        seen.append((len(op.inputs), float(op.params["alpha"])))
+        return grad
+
+    args = () if slope is None else (slope,)
+    f = fg.gradient_override_map(lambda x: jax.nn.leaky_relu(x, *args), {"LeakyRelu": name})
+    assert jax.grad(lambda x: f(x).sum())(jnp.array([-1.0, 2.0])).tolist() == [1.0, 1.0]
+    assert seen == [(1, pytest.approx(0.01 if slope is None else slope))]
+
+
 def test_every_tensorflow_op_name_is_a_target() -> None:
     for op_type in fg.overrides.TF_OP_NAMES:
         fg.gradient_override_map(jnp.sign, {"Sign": op_type})  # registered: no error

@@ -53,6 +53,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
@@ -491,15 +492,51 @@ def _leaky_relu(op: Op, grad: jax.Array) -> Sequence[Any]:
 
     TensorFlow's ``alpha`` attribute is the call's second input, which gets the
     derivative of ``where(x >= 0, x, alpha * x)``; with the default slope the call has
-    none, and ``alpha`` is read off its body, as ``-leaky_relu(-1)``.
+    none, and ``alpha`` is read off its body.  An override's op (:func:`with_attributes`)
+    has it in ``op.params``, as TensorFlow's attribute, with no gradient.
     """
-    if len(op.inputs) == 1 and op.params.get("name") == "leaky_relu" and "jaxpr" in op.params:
-        (x,) = op.inputs
-        (negated,) = core.jaxpr_as_fun(op.params["jaxpr"])(-jnp.ones_like(x))
-        return [leaky_relu_grad(grad, x, -negated)]
+    if "alpha" in op.params or len(op.inputs) == 1:
+        return [leaky_relu_grad(grad, _x(op, "LeakyRelu"), _leaky_relu_alpha(op))]
     x, alpha = _inputs(op, 2, "LeakyRelu", "features, alpha")
     da = jnp.where(x >= 0, jnp.zeros_like(grad), x * grad)
     return [leaky_relu_grad(grad, x, alpha), _sum_to(da, alpha)]
+
+
+def _leaky_relu_alpha(op: Op) -> Any:
+    """``jax.nn.leaky_relu``'s slope: the attribute, the second input, or read off the
+    call's body as ``-leaky_relu(-1)`` (the default slope is no input)."""
+    if "alpha" in op.params:
+        return op.params["alpha"]
+    if len(op.inputs) == 2:
+        return op.inputs[1]
+    (negated,) = core.jaxpr_as_fun(op.params["jaxpr"])(-jnp.ones_like(op.inputs[0]))
+    return -jnp.ravel(negated)[0] if jnp.size(negated) else -negated
+
+
+#: TensorFlow attributes that a JAX function takes as trailing inputs, by JAX name:
+#: ``jax.nn.leaky_relu(x, negative_slope)`` is TensorFlow's ``LeakyRelu(features)``
+#: with the attribute ``alpha``.  (Every other op's inputs are TensorFlow's; the inputs
+#: TensorFlow has that JAX keeps in ``params`` -- a reduction's ``axis`` -- are integers.)
+ATTRIBUTES: Mapping[str, tuple[str, ...]] = {"leaky_relu": ("alpha",)}
+
+
+def with_attributes(jax_name: str, fn: GradientFunction) -> GradientFunction:
+    """``fn`` called as TensorFlow calls it on the op ``jax_name``: the inputs that are
+    TensorFlow attributes (:data:`ATTRIBUTES`) in ``op.params`` by TensorFlow's name, and
+    no gradient (``None``) for them."""
+    if jax_name not in ATTRIBUTES:
+        return fn
+
+    def gradient(op: Op, grad: Any) -> Any:
+        tensorflow_op = Op(
+            op.type, op.inputs[:1], op.outputs, {**op.params, "alpha": _leaky_relu_alpha(op)}
+        )
+        got = fn(tensorflow_op, grad)
+        grads = list(got) if isinstance(got, list | tuple) else [got]
+        return [*grads, *[None] * (len(op.inputs) - 1)]
+
+    functools.update_wrapper(gradient, fn)
+    return gradient
 
 
 def _no_gradient(op: Op, grad: jax.Array) -> list[None]:

@@ -263,3 +263,16 @@ def test_custom_gradient_with_a_captured_tensor_as_tensorflow(tf, run_tf1):
     gx, gw = fg.gradients(passed, [jnp.asarray(x0), jnp.asarray(w0)])
     np.testing.assert_allclose(gx, tf_gx, rtol=1e-6)
     assert tf_none["w"] and float(gw) == 0.0  # zeros where TensorFlow says None
+
+
+@pytest.mark.parametrize("target", ["Relu", "LeakyRelu", "Identity", "Elu"])
+def test_leaky_relu_alpha_is_an_attribute(tf, run_tf1, target):
+    """TensorFlow's LeakyRelu has one input, features, and alpha as an attribute: any
+    one-input gradient applies to it."""
+    x = np.array([-1.0, -0.0, 0.0, 0.5, 2.0], np.float32)
+    mapping = {"LeakyRelu": target}
+    tf_y, tf_grad = _tf_override(tf, run_tf1, lambda t: tf.nn.leaky_relu(t, 0.2), mapping, x)
+    f = fg.gradient_override_map(lambda v: jax.nn.leaky_relu(v, 0.2), mapping)
+    grad = fg.gradients(lambda v: jnp.sum(f(v)), jnp.asarray(x))
+    np.testing.assert_allclose(f(jnp.asarray(x)), tf_y, rtol=1e-6)
+    np.testing.assert_allclose(grad, tf_grad, rtol=1e-6)
