@@ -58,6 +58,7 @@ CONVENTIONS: dict[str, tuple[str, GradientFunction]] = {
     "atanh": ("Atanh", GRADIENTS["Atanh"]),
     "clamp": ("ClipByValue", _clamp),
     "clip": ("clip_by_value", _clip),
+    "cumlogsumexp": ("CumulativeLogsumexp", GRADIENTS["CumulativeLogsumexp"]),
     "cumprod": ("Cumprod", GRADIENTS["Cumprod"]),
     "elu": ("Elu", GRADIENTS["Elu"]),
     "expm1": ("Expm1", GRADIENTS["Expm1"]),
@@ -75,8 +76,10 @@ CONVENTIONS: dict[str, tuple[str, GradientFunction]] = {
     "relu6": ("Relu6", GRADIENTS["Relu6"]),
     "rsqrt": ("Rsqrt", GRADIENTS["Rsqrt"]),
     "selu": ("Selu", GRADIENTS["Selu"]),
+    "sign": ("Sign", GRADIENTS["Sign"]),
     "soft_sign": ("Softsign", GRADIENTS["Softsign"]),
     "sqrt": ("Sqrt", GRADIENTS["Sqrt"]),
+    "tanh": ("Tanh", GRADIENTS["Tanh"]),
     "xlog1py": ("Xlog1py", GRADIENTS["Xlog1py"]),
     "xlogy": ("Xlogy", GRADIENTS["Xlogy"]),
 }

@@ -281,6 +281,7 @@ TF_OP_NAMES: Mapping[str, str] = {
     "ClipByValue": "clamp",
     "Cos": "cos",
     "Cumprod": "cumprod",
+    "CumulativeLogsumexp": "cumlogsumexp",
     "Elu": "elu",
     "Exp": "exp",
     "Expm1": "expm1",

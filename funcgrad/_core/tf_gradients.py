@@ -387,6 +387,34 @@ def cumprod(axis: int, exclusive: bool, reverse: bool) -> Callable[[jax.Array], 
     return _op("Cumprod", impl, _cumprod_grad, params=params)
 
 
+def _cumulative_logsumexp_grad(op: Op, grad: jax.Array) -> jax.Array:
+    """``_CumulativeLogsumexpGrad`` (math_grad.py): the incoming gradient split into its
+    positive and negative parts, each summed in log space; a leading ``-inf`` gives
+    ``NaN`` there, as in TensorFlow (``inf - inf`` in the reversed scan)."""
+    x = _x(op, "CumulativeLogsumexp")
+    axis, reverse = _axis_params(op, "CumulativeLogsumexp", ("axis", "reverse"))
+    scan = cumulative_logsumexp(axis, op.params.get("exclusive", False), not reverse)
+    lowest = jnp.full_like(grad, jnp.finfo(grad.dtype).min)
+    log_positive = jnp.where(grad > 0, jnp.log(grad), lowest)
+    log_negative = jnp.where(grad < 0, jnp.log(-grad), lowest)
+    out = op.outputs[0]
+    return jnp.exp(scan(log_positive - out) + x) - jnp.exp(scan(log_negative - out) + x)
+
+
+@functools.cache
+def cumulative_logsumexp(
+    axis: int, exclusive: bool, reverse: bool
+) -> Callable[[jax.Array], jax.Array]:
+    """TensorFlow's ``CumulativeLogsumexp`` along ``axis``, ``exclusive`` and ``reverse``."""
+    params = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+
+    def impl(x: jax.Array) -> jax.Array:
+        shifted = _exclusive(x, axis, reverse, -math.inf) if exclusive else x
+        return lax.cumlogsumexp(shifted, axis, reverse=reverse)
+
+    return _op("CumulativeLogsumexp", impl, _cumulative_logsumexp_grad, params=params)
+
+
 # --- TensorFlow's gradient functions, by op type ----------------------------------------
 
 
@@ -585,6 +613,7 @@ GRADIENTS: dict[str, GradientFunction] = {
     "ClipByValue": _clip_by_value,
     "Cos": _unary("Cos", lambda x, y, g: -g * jnp.sin(x)),
     "Cumprod": _cumprod_grad,
+    "CumulativeLogsumexp": _cumulative_logsumexp_grad,
     "DivNoNan": _div_no_nan,
     "Elu": _elu,
     "Exp": _unary("Exp", lambda x, y, g: g * y),

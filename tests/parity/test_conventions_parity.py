@@ -171,6 +171,12 @@ PROBES = [
     _unary("softplus", lambda tf: tf.nn.softplus, jax.nn.softplus, BIG, ulps=16),
     _unary("sigmoid", lambda tf: tf.sigmoid, jax.nn.sigmoid, BIG, ulps=16),
     _unary("tanh", lambda tf: tf.tanh, jnp.tanh, BIG, ulps=16),
+    # Sign's gradient is a real zero in TensorFlow, which 1 / x's gradient at 0 makes
+    # NaN; TanhGrad multiplies an infinite incoming gradient by 1 - y * y, not 0 * inf.
+    _unary("sign_of_reciprocal", lambda tf: lambda x: tf.sign(1.0 / x) + x,
+           lambda x: jnp.sign(1.0 / x) + x),
+    _unary("reciprocal_of_tanh", lambda tf: lambda x: 1.0 / tf.tanh(x),
+           lambda x: 1.0 / jnp.tanh(x), BIG, ulps=16),
     _unary("softsign", lambda tf: tf.nn.softsign, jax.nn.soft_sign, BIG, seqs=FIRST),
     # exponentials, logarithms, roots and powers
     _unary("exp", lambda tf: tf.exp, jnp.exp, BIG),
@@ -265,6 +271,11 @@ PROBES = [
             lambda v: _weighted(jnp.cumprod(v, -1)), PRODUCTS),
     _triple("cumsum", lambda tf, v: _tf_weighted(tf, tf.cumsum(v, -1)),
             lambda v: _weighted(jnp.cumsum(v, -1))),
+    _triple("cumulative_logsumexp",
+            lambda tf, v: _tf_weighted(tf, tf.math.cumulative_logsumexp(v, -1)),
+            lambda v: _weighted(lax.cumlogsumexp(v, v.ndim - 1)),
+            [(-INF, 1.0, 2.0), (-INF, -INF, 0.0), (1.0, 2.0, 3.0), (0.0, -INF, 1.0),
+             (3.0, 2.0, 1.0)], order=1),
     _triple("norm", lambda tf, v: tf.norm(v, axis=-1), lambda v: jnp.linalg.norm(v, axis=-1),
             [(0.0, 0.0, 0.0), (3.0, 4.0, 0.0), (1.0, 1.0, 1.0), (INF, 1.0, 0.0)]),
     _triple("logsumexp", lambda tf, v: tf.reduce_logsumexp(v, -1),
@@ -417,3 +428,23 @@ def _differentiable_ops(jaxpr) -> set[str]:
         for sub in jax.extend.core.jaxprs_in_params(eqn.params):
             names |= _differentiable_ops(sub)
     return names
+
+
+def test_leaky_relu_float64_slope_is_the_functions(tf, run_tf1):
+    """TensorFlow's alpha is a float32 attribute: in float64 its slope is float32(0.2).
+    funcgrad's gradient keeps the slope of the function's own values, JAX's float64 0.2
+    (docs/conventions.md, "Rounding-level differences")."""
+    x = np.array([-2.0, -0.5, 3.0])
+
+    def build():
+        t = tf.constant(x, tf.float64)
+        return tf.compat.v1.gradients(tf.reduce_sum(tf.nn.leaky_relu(t, 0.2)), t)[0]
+
+    tf_grad = run_tf1(build)
+    assert tf_grad.tolist() == [float(np.float32(0.2))] * 2 + [1.0]
+    with jax.enable_x64(True):
+        f = fg.tensorflow_conventions(lambda v: jax.nn.leaky_relu(v, 0.2))
+        got = fg.gradients(lambda v: jnp.sum(f(v)), jnp.asarray(x, jnp.float64))
+        values = f(jnp.asarray(x, jnp.float64))
+    assert got.tolist() == [0.2, 0.2, 1.0]
+    assert values.tolist() == [-0.4, -0.1, 3.0]  # the slope of the values
