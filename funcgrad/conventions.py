@@ -68,6 +68,7 @@ CONVENTIONS: dict[str, tuple[str, GradientFunction]] = {
     "log1p": ("Log1p", GRADIENTS["Log1p"]),
     "max": ("Maximum", GRADIENTS["Maximum"]),
     "min": ("Minimum", GRADIENTS["Minimum"]),
+    "nextafter": ("NextAfter", GRADIENTS["NextAfter"]),
     "pow": ("Pow", GRADIENTS["Pow"]),
     "reduce_max": ("Max", GRADIENTS["Max"]),
     "reduce_min": ("Min", GRADIENTS["Min"]),

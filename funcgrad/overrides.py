@@ -297,6 +297,7 @@ TF_OP_NAMES: Mapping[str, str] = {
     "Minimum": "min",
     "Mul": "mul",
     "Neg": "neg",
+    "NextAfter": "nextafter",
     "Pow": "pow",
     "Prod": "reduce_prod",
     "RealDiv": "div",

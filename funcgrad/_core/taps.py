@@ -13,8 +13,9 @@ A tap can then
 * hold its value constant (``stop``, TensorFlow's ``stop_gradients``): the gradient
   still arrives *at* the tapped value but goes no further back.  A tap of one of the
   differentiated inputs themselves is that input, so it is not held (TensorFlow's
-  ``tf.gradients(a * a, a, stop_gradients=[a])`` is ``2 * a``).  The hold is a
-  ``stop_gradient`` under the name scope ``fg.stop_gradients:NAME``, by which
+  ``tf.gradients(a * a, a, stop_gradients=[a])`` is ``2 * a``), also where a wrapper
+  (``tensorflow_conventions``, an override) traces ``f`` again (:func:`traced_again`).
+  The hold is a ``stop_gradient`` under the name scope ``fg.stop_gradients:NAME``, by which
   :func:`stopped_tap` knows it again in the jaxpr;
 * add a perturbation (``perturb``), a zero whose gradient is the gradient with
   respect to the tapped value (``tf.gradients(ys, intermediate)``).

@@ -436,6 +436,12 @@ def _mul(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
     return _sum_to(grad * y, x), _sum_to(x * grad, y)
 
 
+def _next_after(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``_NextAfterGrad`` (math_grad.py): ones for ``x1``, real zeros for ``x2``."""
+    x1, x2 = _xy(op, "NextAfter")
+    return _sum_to(jnp.ones_like(x1) * grad, x1), _sum_to(jnp.zeros_like(x2) * grad, x2)
+
+
 def _real_div(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``_RealDivGrad``."""
     x, y = _xy(op, "RealDiv")
@@ -628,6 +634,7 @@ GRADIENTS: dict[str, GradientFunction] = {
     "Min": _min_or_max,
     "Minimum": _maximum_minimum("Minimum"),
     "Mul": _mul,
+    "NextAfter": _next_after,
     "Neg": _unary("Neg", lambda x, y, g: -g),
     "Pow": _pow,
     "Prod": _prod,

@@ -245,6 +245,10 @@ PROBES = [
     _binary("atan2", lambda tf: tf.atan2, jnp.arctan2,
             [(0.0, 0.0), (0.0, -1.0), (1.0, 0.0), (1.0, 1.0), (-1.0, -1.0), (INF, 1.0),
              (NAN, 1.0)]),
+    # JAX has no derivative of nextafter; TensorFlow's is ones for x1, zeros for x2.
+    _binary("nextafter", lambda tf: tf.math.nextafter, jnp.nextafter,
+            [(1.0, 0.0), (1.0, 2.0), (0.0, 0.0), (-0.0, 1.0), (INF, 1.0), (NAN, 1.0),
+             (1.0, NAN)]),
     _binary("squared_difference", lambda tf: tf.math.squared_difference,
             lambda x, y: jnp.square(x - y), order=3),
     _binary("xlogy", lambda tf: tf.math.xlogy, jss.xlogy, XLOGY, order=3),
