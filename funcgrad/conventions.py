@@ -76,6 +76,7 @@ CONVENTIONS: dict[str, tuple[str, GradientFunction]] = {
     "relu": ("Relu", GRADIENTS["Relu"]),
     "relu6": ("Relu6", GRADIENTS["Relu6"]),
     "rsqrt": ("Rsqrt", GRADIENTS["Rsqrt"]),
+    "scatter-mul": ("UnsortedSegmentProd", GRADIENTS["UnsortedSegmentProd"]),
     "selu": ("Selu", GRADIENTS["Selu"]),
     "sign": ("Sign", GRADIENTS["Sign"]),
     "soft_sign": ("Softsign", GRADIENTS["Softsign"]),

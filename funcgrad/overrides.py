@@ -316,6 +316,7 @@ TF_OP_NAMES: Mapping[str, str] = {
     "StopGradient": "stop_gradient",
     "Sub": "sub",
     "Tanh": "tanh",
+    "UnsortedSegmentProd": "scatter-mul",
     "Xlog1py": "xlog1py",
     "Xlogy": "xlogy",
 }

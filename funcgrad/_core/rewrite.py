@@ -276,16 +276,18 @@ def with_rule(
     if not wrt or not any(_connectivity.is_differentiable(_dtype(v)) for v in eqn.outvars):
         return bind_equation(eqn, invals)
 
+    # Every dynamic input is an argument (integer ones get None), so that the backward
+    # never closes over a value of the trace the equation was re-emitted in.
     def impl(*values: Any) -> list[Any]:
-        return bind_equation(eqn, replace_at(invals, wrt, values))
+        return bind_equation(eqn, replace_at(invals, dynamic, values))
 
     def backward(values: tuple[Any, ...], outs: tuple[Any, ...], cts: Any) -> list[Any]:
-        full = replace_at(invals, wrt, values)
+        full = replace_at(invals, dynamic, values)
         grads = rule(tuple(full[hidden:]), outs, dict(eqn.params), tuple(cts))
-        return [grads[i - hidden] for i in wrt]
+        return [grads[i - hidden] if i in wrt else None for i in dynamic]
 
     op = custom_op(name, impl, backward, transparent=transparent)
-    return list(op(*(invals[i] for i in wrt)))
+    return list(op(*(invals[i] for i in dynamic)))
 
 
 # --- following sub-jaxprs ---------------------------------------------------------------

@@ -415,6 +415,56 @@ def cumulative_logsumexp(
     return _op("CumulativeLogsumexp", impl, _cumulative_logsumexp_grad, params=params)
 
 
+def _segment_ids(op: Op) -> jax.Array:
+    """The segment ids of a ``scatter-mul`` that ``jax.ops.segment_prod`` emits, checked."""
+    operand, indices, updates = _inputs(op, 3, "UnsortedSegmentProd", "operand, ids, data")
+    dims = op.params.get("dimension_numbers")
+    segment = (
+        dims is not None
+        and indices.ndim == 2
+        and indices.shape[1] == 1
+        and tuple(dims.inserted_window_dims) == (0,)
+        and tuple(dims.scatter_dims_to_operand_dims) == (0,)
+        and tuple(dims.update_window_dims) == tuple(range(1, updates.ndim))
+        and not dims.operand_batching_dims
+        and operand.shape[1:] == updates.shape[1:]
+    )
+    if not segment:
+        raise ValueError(
+            f"the gradient 'UnsortedSegmentProd' for {op.type!r}: TensorFlow's gradient "
+            "differentiates a segment product (jax.ops.segment_prod: one segment id per "
+            "row of data), not this scatter; write it with jax.ops.segment_prod."
+        )
+    return indices[:, 0]
+
+
+def _unsorted_segment_prod(op: Op, grad: jax.Array) -> tuple[Any, None, jax.Array]:
+    """``_UnsortedSegmentProdGrad`` (math_grad.py), for ``jax.ops.segment_prod``'s
+    ``scatter-mul`` into ``operand`` (ones): segments with no zero divide the product by
+    each entry, with one zero give that entry the product of the others, with two or
+    more give zeros; entries whose id is out of range get 0."""
+    ids = _segment_ids(op)
+    operand, _, data = op.inputs
+    n = operand.shape[0]
+
+    def segment_sum(v: jax.Array) -> jax.Array:
+        return jax.ops.segment_sum(v, ids, num_segments=n)
+
+    def gather(v: jax.Array) -> jax.Array:
+        return v[jnp.clip(ids, 0, n - 1)]
+
+    is_zero = data == 0
+    num_zeros = segment_sum(is_zero.astype(jnp.int32))
+    kept = jnp.where(num_zeros > 1, jnp.zeros_like(grad), grad)
+    non_zero = jnp.where(is_zero, jnp.ones_like(data), data)
+    non_zero_prod = operand * jax.ops.segment_prod(non_zero, ids, num_segments=n)
+    partial = jnp.where(is_zero, gather(non_zero_prod), gather(op.outputs[0]) / data)
+    valid = ((ids >= 0) & (ids < n)).reshape((-1,) + (1,) * (data.ndim - 1))
+    gathered_grad = jnp.where(valid, gather(kept), jnp.zeros_like(data))
+    prod = jax.ops.segment_prod(data, ids, num_segments=n)
+    return grad * prod, None, gathered_grad * partial
+
+
 # --- TensorFlow's gradient functions, by op type ----------------------------------------
 
 
@@ -654,6 +704,7 @@ GRADIENTS: dict[str, GradientFunction] = {
     "Square": _unary("Square", lambda x, y, g: g * (x * 2.0)),
     "Sub": _sub,
     "Tanh": _unary("Tanh", lambda x, y, g: g * (1 - y * y)),
+    "UnsortedSegmentProd": _unsorted_segment_prod,
     "Xlog1py": _xlog1py,
     "Xlogy": _xlogy,
 }

@@ -452,3 +452,25 @@ def test_leaky_relu_float64_slope_is_the_functions(tf, run_tf1):
         values = f(jnp.asarray(x, jnp.float64))
     assert got.tolist() == [0.2, 0.2, 1.0]
     assert values.tolist() == [-0.4, -0.1, 3.0]  # the slope of the values
+
+
+@pytest.mark.parametrize("op", ["unsorted_segment_prod", "segment_prod"])
+def test_segment_prod_with_repeated_ids(tf, run_tf1, op):
+    """JAX differentiates a segment product only with unique ids; TensorFlow's gradient
+    handles segments with no zero, one zero (the product of the others) and two."""
+    data = np.array([[2.0, -1.0], [3.0, 0.0], [0.0, 0.0], [4.0, 2.0], [7.0, 0.0], [5.0, 3.0]],
+                    np.float32)  # fmt: skip
+    ids = np.array([0, 0, 1, 1, 1, 3], np.int32)
+    weight = np.arange(8, dtype=np.float32).reshape(4, 2) + 1.0
+
+    def build():
+        d = tf.constant(data)
+        if op == "segment_prod":
+            out = tf.math.segment_prod(d, ids)
+        else:
+            out = tf.math.unsorted_segment_prod(d, ids, 4)
+        return tf.compat.v1.gradients(tf.reduce_sum(weight * out), d)[0]
+
+    f = fg.tensorflow_conventions(lambda d: jax.ops.segment_prod(d, ids, num_segments=4))
+    got = fg.gradients(lambda d: jnp.sum(weight * f(d)), jnp.asarray(data))
+    np.testing.assert_array_equal(got, run_tf1(build))
