@@ -23,6 +23,7 @@ page in ``DIR``.
 from __future__ import annotations
 
 import base64
+import fcntl
 import importlib
 import importlib.util
 import inspect
@@ -65,6 +66,17 @@ pytestmark = [
 ]
 
 
+_MOVE_PIPES_AND_EXEC = """
+import os, sys
+read, write = map(int, sys.argv[1:3])
+os.dup2(read, 3)
+os.dup2(write, 4)
+os.close(read)
+os.close(write)
+os.execv(sys.argv[3], sys.argv[3:])
+"""
+
+
 class Browser:
     """Headless Chromium, offline, driven over the DevTools protocol on a pipe."""
 
@@ -72,13 +84,16 @@ class Browser:
         to_browser, self._commands = os.pipe()
         self._replies, from_browser = os.pipe()
 
-        def on_fds_3_and_4() -> None:  # --remote-debugging-pipe reads fd 3, writes fd 4
-            read, write = os.dup(to_browser), os.dup(from_browser)
-            os.dup2(read, 3)
-            os.dup2(write, 4)
-
+        # --remote-debugging-pipe reads fd 3 and writes fd 4: a small Python moves the
+        # pipes there and execs Chromium (a preexec_fn would fork this process, which JAX
+        # warns against), from copies above 9 so that neither is already 3 or 4.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser, from_browser)]
         self._process = subprocess.Popen(
             [
+                sys.executable,
+                "-c",
+                _MOVE_PIPES_AND_EXEC,
+                *map(str, high),
                 str(CHROMIUM),
                 "--headless",
                 "--no-sandbox",
@@ -92,13 +107,12 @@ class Browser:
                 f"--user-data-dir={profile}",
                 "about:blank",
             ],
-            pass_fds=(3, 4),
-            preexec_fn=on_fds_3_and_4,
+            pass_fds=tuple(high),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        os.close(to_browser)
-        os.close(from_browser)
+        for fd in (to_browser, from_browser, *high):
+            os.close(fd)
         self._buffer = b""
         self._next_id = 0
         self.requests: list[str] = []  # every URL any page asked for
