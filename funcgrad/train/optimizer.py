@@ -316,7 +316,7 @@ class Optimizer:
         caller = self._caller("minimize(loss_fn, state, *args)")
         call = "state, loss = opt.minimize(loss_fn, state, *args)"
         self._check_state(caller, state, call)
-        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux)
+        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux, indexed_slices=True)
         out, selected, grads, why = self._gradients(caller, call, loss, state.params, state)
         names = variable_names(state.params)
         if all(g is None for g in grads):

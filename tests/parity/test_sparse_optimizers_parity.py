@@ -270,3 +270,26 @@ def test_compute_gradients_clip_by_global_norm_apply(tf) -> None:
         return opt.apply_gradients(list(zip(clipped, [v for _, v in gvs], strict=True)), state)
 
     _assert_same(_fg_steps(opt, step), want)
+
+
+def _fg_minimize_trajectory(opt, take):
+    """``[(E, W)]`` after each jitted ``opt.minimize`` of the model as a port writes it:
+    ``compute_gradients`` finds the gather in the loss and gives ``E`` an IndexedSlices."""
+
+    @jax.jit
+    def step(state, ids, y):
+        def loss(p, ids, y):
+            return _loss(take(p["E"], ids), p["W"], y)
+
+        return opt.minimize(loss, state, ids, y)[0]
+
+    return _fg_steps(opt, step)
+
+
+@pytest.mark.parametrize("name, kwargs", CASES)
+def test_minimize_of_the_ported_model(tf, name, kwargs) -> None:
+    """The port as written (``minimize`` of a loss that reads ``E[ids]`` / ``jnp.take``):
+    TensorFlow's sparse rule, with no IndexedSlices in the user's code."""
+    want = _tf_trajectory(tf, name, kwargs, tf.gather)
+    for take in (lambda t, i: t[i], lambda t, i: jnp.take(t, i, axis=0)):
+        _assert_same(_fg_minimize_trajectory(getattr(fg.train, name)(**kwargs), take), want)

@@ -370,7 +370,7 @@ class LossScaleOptimizer(Optimizer):
                 f"state itself, not state.params: {call}."
             )
         self._check_state(caller, state, call)
-        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux)
+        loss = LossCall(loss_fn, args, kwargs, var_list, grad_loss, has_aux, indexed_slices=True)
         return self._pairs(caller, call, loss, state.params, state)
 
     def apply_gradients(
