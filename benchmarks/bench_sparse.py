@@ -80,13 +80,15 @@ def _runner(step: Callable[..., Any], state: Any, batches: list[Any]) -> Step:
 
 
 def funcgrad_step(opt: fg.train.Optimizer) -> Callable[..., Any]:
-    """funcgrad's step: the table's gradient as an IndexedSlices of the batch's rows."""
+    """funcgrad's step as a port writes it: ``minimize`` of the loss, whose
+    ``compute_gradients`` finds the lookup ``E[ids]`` and gives the table an
+    ``fg.IndexedSlices`` of the batch's rows."""
+
+    def loss(params: Any, ids: jax.Array, labels: jax.Array) -> jax.Array:
+        return _loss(params["E"][ids], params["W"], labels)
 
     def step(state: fg.train.TrainState, ids: jax.Array, labels: jax.Array) -> Any:
-        table, w = state.params["E"], state.params["W"]
-        g_rows, g_w = jax.grad(_loss, argnums=(0, 1))(table[ids], w, labels)
-        sparse = fg.IndexedSlices(g_rows, ids, table.shape)
-        return opt.apply_gradients([(sparse, None), (g_w, None)], state)
+        return opt.minimize(loss, state, ids, labels)[0]
 
     return jax.jit(step, donate_argnums=0)
 
