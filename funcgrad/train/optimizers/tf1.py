@@ -185,12 +185,9 @@ class MomentumOptimizer(_TfOptimizer):
         use_nesterov: bool = False,
     ) -> None:
         trace = optax.trace(decay=momentum, nesterov=use_nesterov)
+        sparse = _sparse_rules.momentum(momentum, use_nesterov)
         super().__init__(
-            learning_rate,
-            _then_rate(trace),
-            _sparse_rules.momentum(momentum, use_nesterov),
-            momentum=momentum,
-            use_nesterov=use_nesterov,
+            learning_rate, _then_rate(trace), sparse, momentum=momentum, use_nesterov=use_nesterov
         )
 
 
@@ -400,13 +397,8 @@ class AdadeltaOptimizer(_TfOptimizer):
         epsilon: Annotated[float, ">= 0"] = 1e-8,
     ) -> None:
         scale = optax.scale_by_adadelta(rho=rho, eps=epsilon)
-        super().__init__(
-            learning_rate,
-            _then_rate(scale),
-            _sparse_rules.adadelta(rho, epsilon),
-            rho=rho,
-            epsilon=epsilon,
-        )
+        sparse = _sparse_rules.adadelta(rho, epsilon)
+        super().__init__(learning_rate, _then_rate(scale), sparse, rho=rho, epsilon=epsilon)
 
 
 class FtrlOptimizer(_TfOptimizer):
