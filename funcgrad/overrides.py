@@ -12,6 +12,7 @@ override.  The only global state is the registry of named gradients, as in Tenso
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import threading
 import warnings
@@ -22,7 +23,9 @@ from typing import overload
 
 import jax
 import jax.numpy as jnp
+from jax import dtypes
 from jax import lax
+from jax.custom_derivatives import SymbolicZero
 from jax.extend import core
 from jax.extend.core import primitives
 
@@ -203,6 +206,14 @@ def custom_gradient(f: Function) -> Function:
     and their shapes checked.  As with ``jax.custom_vjp``, forward-mode
     differentiation (``jax.jvp``, ``jax.jacfwd``) is not available.
 
+    ``f`` and ``grad_fn`` may use arrays made outside them (a filter kernel built with
+    ``jnp``), as TensorFlow code does: ``f`` and ``grad_fn`` are traced when the
+    function is called, and what they capture is passed on, so they work inside
+    ``fg.gradients`` and ``jax.jit``.  A captured value that is being differentiated is
+    an error that says the fix (pass it as an argument).  Where ``grad_fn`` is, or
+    calls, the function itself (a gradient to every order), that inner call is traced
+    when it is differentiated.
+
     Args:
       f: a function of positional JAX arrays (or pytrees of them) returning
         ``(y, grad_fn)``.
@@ -216,7 +227,8 @@ def custom_gradient(f: Function) -> Function:
         ``(y, grad_fn)``, keyword arguments are given, or ``grad_fn`` returns the wrong
         number of cotangents.
       ValueError: at differentiation time, a cotangent's shape or structure does not
-        match its argument.
+        match its argument, or ``f`` or ``grad_fn`` captures a value being
+        differentiated.
 
     Example:
       >>> @fg.custom_gradient
@@ -230,7 +242,8 @@ def custom_gradient(f: Function) -> Function:
         raise TypeError(f"fg.custom_gradient(f): f must be callable, got {type(f).__name__}.")
     caller = f"fg.custom_gradient({getattr(f, '__name__', 'f')})"
 
-    def split(out: Any) -> tuple[PyTree, Callable[[PyTree], Any]]:
+    def split(xs: tuple[Any, ...]) -> tuple[PyTree, Callable[[PyTree], Any]]:
+        out = f(*xs)
         if not (isinstance(out, tuple) and len(out) == 2 and callable(out[1])):
             raise TypeError(
                 f"{caller}: f must return a pair (y, grad_fn), got {type(out).__name__}; "
@@ -245,27 +258,104 @@ def custom_gradient(f: Function) -> Function:
                 f"{caller}: keyword arguments {sorted(kwargs)} are not supported; pass "
                 "them positionally."
             )
-        converted: list[Callable[..., Any]] = []
-
-        @jax.custom_vjp
-        def call(*xs: Any) -> PyTree:
-            return split(f(*xs))[0]
-
-        def forward(*xs: Any) -> tuple[PyTree, list[Any]]:
-            y, grad_fn = split(f(*xs))
-            dy = jax.tree.map(lambda v: jax.ShapeDtypeStruct(jnp.shape(v), jnp.result_type(v)), y)
-            fn, consts = jax.closure_convert(grad_fn, dy)
-            converted.append(fn)
-            return y, consts
-
-        def backward(consts: list[Any], dy: PyTree) -> tuple[Any, ...]:
-            got = converted[-1](dy, *consts)
-            return tuple(_differentiate.input_cotangents(caller, got, args, bare=True))
-
-        call.defvjp(forward, backward)
-        return call(*args)
+        key = getattr(f, "__code__", f)
+        staging = _STAGING.get()
+        if key in staging:  # f's gradient reaches f again: staged when differentiated
+            return _deferred(caller, split, args)
+        token = _STAGING.set((*staging, key))
+        try:
+            return _staged(caller, split, args)
+        finally:
+            _STAGING.reset(token)
 
     return with_gradient  # type: ignore[return-value]
+
+
+#: The functions whose ``custom_gradient`` is being staged, innermost last (a cycle stops).
+_STAGING: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
+    "funcgrad_custom_gradient_staging", default=()
+)
+
+_Split = Callable[[Any], tuple[PyTree, Callable[[PyTree], Any]]]
+
+
+def _staged(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
+    """``f(*args)`` with ``grad_fn`` as its gradient, both staged to jaxprs now.
+
+    ``f`` and ``grad_fn`` are traced when called, and every value they close over --
+    a JAX array made by the function that calls ``f``, which is a tracer once
+    ``fg.gradients`` or ``jax.jit`` traces it -- becomes an operand of the
+    ``jax.custom_vjp``: nothing it runs later reads a tracer of a finished trace.
+    ``grad_fn``'s own captures (values of ``f``) are the residuals.
+    """
+    backward: dict[str, Any] = {}
+
+    def forward(*xs: Any) -> tuple[PyTree, list[Any]]:
+        y, grad_fn = split(xs)
+        dy = jax.tree.map(lambda v: jax.ShapeDtypeStruct(jnp.shape(v), jnp.result_type(v)), y)
+        closed, shape = jax.make_jaxpr(grad_fn, return_shape=True)(dy)
+        backward.update(jaxpr=closed.jaxpr, tree=jax.tree.structure(shape), dy=dy)
+        return y, list(closed.consts)
+
+    closed, (y_shape, _) = jax.make_jaxpr(forward, return_shape=True)(*args)
+    n_args, n_y = len(jax.tree.leaves(args)), len(jax.tree.leaves(y_shape))
+    y_tree = jax.tree.structure(y_shape)
+
+    def run(xs: tuple[Any, ...], captured: list[Any]) -> tuple[PyTree, list[Any]]:
+        leaves = jax.tree.leaves(xs)
+        assert len(leaves) == n_args
+        outs = core.jaxpr_as_fun(core.ClosedJaxpr(closed.jaxpr, captured))(*leaves)
+        return jax.tree.unflatten(y_tree, outs[:n_y]), outs[n_y:]
+
+    @jax.custom_vjp
+    def call(xs: tuple[Any, ...], captured: list[Any]) -> PyTree:
+        return run(xs, captured)[0]
+
+    def fwd(xs: tuple[Any, ...], captured: list[Any]) -> tuple[PyTree, list[Any]]:
+        if any(c.perturbed for c in captured):
+            raise _differentiate.closure_error(f"{caller}: f or its grad_fn")
+        xs, captured = jax.tree.map(lambda p: p.value, (xs, captured))
+        # y by the function itself, so that an outer derivative of y takes grad_fn too,
+        # as TensorFlow differentiates the custom gradient's output; the residuals (what
+        # grad_fn captured of f) by f's own ops.
+        return call(xs, captured), run(xs, captured)[1]
+
+    def bwd(residuals: list[Any], dy: PyTree) -> tuple[Any, None]:
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), backward["dy"])
+        dy_leaves = [
+            z if isinstance(d, SymbolicZero) or d.dtype == dtypes.float0 else d
+            for d, z in zip(jax.tree.leaves(dy), jax.tree.leaves(zeros), strict=True)
+        ]
+        outs = core.jaxpr_as_fun(core.ClosedJaxpr(backward["jaxpr"], residuals))(*dy_leaves)
+        got = jax.tree.unflatten(backward["tree"], outs)
+        return tuple(_differentiate.input_cotangents(caller, got, args, bare=True)), None
+
+    call.defvjp(fwd, bwd, symbolic_zeros=True)
+    return call(args, list(closed.consts))
+
+
+def _deferred(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
+    """``f(*args)`` with ``grad_fn`` as its gradient, ``f`` traced again when differentiated.
+
+    For a function that its own gradient reaches again (``tf.custom_gradient``'s habit
+    of returning the function itself as the gradient of its gradient), where staging
+    every order now would never end.  Its residuals are its arguments: the backward
+    calls ``f`` again for a ``grad_fn`` of the trace it runs in.
+    """
+
+    @jax.custom_vjp
+    def call(*xs: Any) -> PyTree:
+        return split(xs)[0]
+
+    def fwd(*xs: Any) -> tuple[PyTree, tuple[Any, ...]]:
+        return call(*xs), xs
+
+    def bwd(xs: tuple[Any, ...], dy: PyTree) -> tuple[Any, ...]:
+        got = split(xs)[1](dy)
+        return tuple(_differentiate.input_cotangents(caller, got, args, bare=True))
+
+    call.defvjp(fwd, bwd)
+    return call(*args)
 
 
 # --- gradient_override_map --------------------------------------------------------------

@@ -18,6 +18,17 @@ def _grad(f):
     return jax.grad(lambda *a: jnp.sum(f(*a)))
 
 
+def _fg_grad(f, x):
+    return fg.gradients(f, x)
+
+
+def _jax_grad(f, xs):
+    """``fg.gradients``'s calling convention over ``jax.grad``: a list is the arguments."""
+    if isinstance(xs, list):
+        return jax.grad(lambda v: f(*v))(xs)
+    return jax.grad(f)(xs)
+
+
 # --- the TF1 tutorial examples: TensorFlow's numbers --------------------------------------------
 
 
@@ -320,8 +331,27 @@ def test_custom_gradient_numerical_to_second_order() -> None:
     assert float(jax.grad(_log1pexp)(jnp.float32(100.0))) == 1.0  # stable where autodiff is not
     x = jnp.array([0.3, -1.1])
     s = jax.nn.sigmoid(x)
-    hessian = jax.hessian(lambda x: _log1pexp(x).sum())(x)  # forward over reverse
+    hessian = fg.hessians(lambda x: _log1pexp(x).sum(), x)  # reverse over reverse
     np.testing.assert_allclose(jnp.diag(hessian), s * (1 - s), rtol=1e-5)
+
+
+@pytest.mark.parametrize("grad", [_fg_grad, _jax_grad], ids=["fg.gradients", "jax.grad"])
+def test_custom_gradient_output_is_differentiated_by_the_rule_at_every_order(grad) -> None:
+    """TensorFlow differentiates a custom gradient's output with its rule at every order.
+
+    f(x) = x**2 with the rule 3x dy (not the true 2x dy), and L = f(x)**2.  First order:
+    3x * 2f = 6x**3.  Second: d/dx of 3x * dy with dy = 2f(x) is 3 * 2f + 3x * 2 * (the
+    rule's df/dx = 3x) = 24x**2 (the true derivative of f there would give 18x**2).
+    """
+
+    @fg.custom_gradient
+    def f(x):
+        return x**2, lambda dy: 3 * x * dy
+
+    x = jnp.float32(1.5)
+    assert float(grad(lambda x: f(x) ** 2, x)) == pytest.approx(6 * 1.5**3)
+    second = grad(lambda x: grad(lambda x: f(x) ** 2, x), x)
+    assert float(second) == pytest.approx(24 * 1.5**2)
 
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
@@ -413,19 +443,51 @@ def _bias_act(x, b):
     return func(x, b)
 
 
-def _r1_step(p, x):
-    """A discriminator step with an R1 penalty: fg.gradients of fg.gradients."""
+def _filter(x, k):
+    """TensorFlow's ``upfirdn_2d`` habit: a kernel made outside the custom-gradient
+    function, whose gradient is a custom gradient that returns the function itself."""
+    k = jnp.asarray(k, x.dtype)
 
+    def conv(v):  # k is symmetric and odd: conv is its own transpose
+        return jax.vmap(lambda row: jnp.convolve(row, k, mode="same"))(v)
+
+    def _func(v):
+        return conv(v), fg.custom_gradient(lambda dy: (conv(dy), func))
+
+    func = fg.custom_gradient(_func)
+    return func(x)
+
+
+def _plain_filter(x, k):
+    k = jnp.asarray(k, x.dtype)
+    return jax.vmap(lambda row: jnp.convolve(row, k, mode="same"))(x)
+
+
+def _leaky(x, b):
+    return jax.nn.leaky_relu(x + b, 0.2)
+
+
+def _discriminator(filt, bias_act):
     def d(p, x):
-        return jnp.sum(jnp.tanh(_bias_act(x @ p["w1"], p["b1"])) @ p["w2"])
+        h = filt(x @ p["w1"], [1.0, 2.0, 1.0])
+        return jnp.sum(jnp.tanh(bias_act(h, p["b1"])) @ p["w2"])
 
-    def loss(p):
-        r1 = fg.gradients(lambda x: d(p, x), x)
-        return d(p, x) + 10.0 * jnp.sum(r1**2)
+    return d
 
-    names = sorted(p)
-    grads = fg.gradients(lambda *v: loss(dict(zip(names, v, strict=True))), [p[n] for n in names])
-    return {n: p[n] - 0.01 * g for n, g in zip(names, grads, strict=True)}
+
+def _r1_step(d, grad):
+    """A discriminator step with an R1 penalty: the gradient of a gradient."""
+
+    def step(p, x):
+        def loss(p):
+            r1 = grad(lambda x: d(p, x), x)
+            return d(p, x) + 10.0 * jnp.sum(r1**2)
+
+        names = sorted(p)
+        g = grad(lambda *v: loss(dict(zip(names, v, strict=True))), [p[n] for n in names])
+        return {n: p[n] - 0.01 * gn for n, gn in zip(names, g, strict=True)}
+
+    return step
 
 
 def test_nested_custom_gradients_in_a_jitted_second_order_step() -> None:
@@ -436,13 +498,80 @@ def test_nested_custom_gradients_in_a_jitted_second_order_step() -> None:
         "w2": jax.random.normal(keys[1], (8, 1)),
     }
     x = jax.random.normal(keys[2], (4, 5))
-    step = chex.assert_max_traces(_r1_step, n=1)
-    jitted = jax.jit(step)
-    plain = p
+    step = _r1_step(_discriminator(_filter, _bias_act), _fg_grad)
+    # The same step by JAX's autodiff of the functions written without custom gradients.
+    reference = _r1_step(_discriminator(_plain_filter, _leaky), _jax_grad)
+    jitted = jax.jit(chex.assert_max_traces(step, n=1))
+    plain = expected = p
     for _ in range(3):
-        p, plain = jitted(p, x), _r1_step(plain, x)
+        p, plain, expected = jitted(p, x), step(plain, x), reference(expected, x)
         # jit fuses what runs op by op unjitted: a few float32 roundings apart per step.
         chex.assert_trees_all_close(p, plain, rtol=1e-5, atol=1e-5)
+        chex.assert_trees_all_close(plain, expected, rtol=1e-5, atol=1e-5)
+
+
+def _scaled_by_a_constant(x):
+    k = jnp.array([1.0, 2.0, 3.0])  # a tracer once the caller is traced
+
+    @fg.custom_gradient
+    def g(v):
+        return v**2 * k, lambda dy: dy * 2 * v * k
+
+    return jnp.sum(g(x))
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_custom_gradient_capturing_an_outer_constant(transform) -> None:
+    x = jnp.array([1.0, -2.0, 0.5])
+    k = np.array([1.0, 2.0, 3.0])
+    first = transform(lambda x: fg.gradients(_scaled_by_a_constant, x))
+    np.testing.assert_allclose(first(x), 2 * x * k, rtol=1e-6)
+    np.testing.assert_allclose(transform(jax.grad(_scaled_by_a_constant))(x), 2 * x * k)
+    second = transform(lambda x: fg.gradients(lambda x: jnp.sum(first(x) ** 2), x))
+    np.testing.assert_allclose(second(x), 8 * x * k**2, rtol=1e-6)
+    batched = jax.vmap(lambda x: fg.gradients(_scaled_by_a_constant, x))(jnp.stack([x, 2 * x]))
+    np.testing.assert_allclose(batched, [2 * x * k, 4 * x * k], rtol=1e-6)
+
+
+def test_custom_gradient_capturing_an_integer() -> None:
+    def f(x):
+        top = jnp.argmax(x)
+
+        @fg.custom_gradient
+        def g(v):
+            return v * 2, lambda dy: jnp.where(jnp.arange(3) == top, dy, 0.0)
+
+        return jnp.sum(g(x))
+
+    x = jnp.array([1.0, 5.0, 2.0])
+    for grad in (jax.grad(f), lambda x: fg.gradients(f, x)):
+        np.testing.assert_array_equal(jax.jit(grad)(x), [0.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("kernel", [np.float32(3.0), "jnp"], ids=["numpy", "jnp"])
+def test_custom_gradient_that_is_its_own_second_gradient_to_fourth_order(kernel) -> None:
+    def f(x):
+        k = jnp.float32(3.0) if kernel == "jnp" else kernel
+
+        def _func(v):
+            return v * k, fg.custom_gradient(lambda dy: (dy * k, func))
+
+        func = fg.custom_gradient(_func)
+        return func(x) ** 4
+
+    g, x = f, jnp.float32(2.0)
+    # d^n/dx^n (3x)^4 at 2 is 81 * 4!/(4-n)! * 2^(4-n): exact in float32.
+    for expected in (2592.0, 3888.0, 3888.0, 1944.0):
+        g = (lambda h: lambda x: fg.gradients(h, x))(g)
+        assert float(g(x)) == expected
+
+
+def test_custom_gradient_with_an_unused_output() -> None:
+    @fg.custom_gradient
+    def two(x):
+        return (x * 2, x * 3), lambda dy: dy[0] * 2 + dy[1] * 3
+
+    np.testing.assert_array_equal(fg.gradients(lambda x: two(x)[0], jnp.ones(2)), [2.0, 2.0])
 
 
 def test_custom_gradient_closing_over_a_differentiated_value_says_the_fix() -> None:
@@ -459,6 +588,8 @@ def test_custom_gradient_closing_over_a_differentiated_value_says_the_fix() -> N
         fg.gradients(f, [jnp.ones(2), jnp.float32(3.0)])
     with pytest.raises(ValueError, match="closes over a value that is being differentiated"):
         jax.jit(lambda x: fg.gradients(lambda x: f(x, x[0]), x))(jnp.ones(2))
+    with pytest.raises(ValueError, match=r"fg.custom_gradient\(g\): f or its grad_fn closes"):
+        jax.grad(f, argnums=1)(jnp.ones(2), jnp.float32(3.0))
 
 
 # --- TensorFlow's gradient functions as targets ----------------------------------------

@@ -261,23 +261,30 @@ def _closures_refused(caller: str) -> Iterator[None]:
     """JAX's error for a custom gradient that closes over a differentiated value, with the fix.
 
     JAX raises its ``CustomVJPException`` (a private class, so matched by name) when a
-    ``jax.custom_vjp`` -- and so an ``fg.custom_gradient`` -- closes over a value that is
-    being differentiated instead of taking it as an argument.
+    ``jax.custom_vjp`` closes over a value that is being differentiated instead of
+    taking it as an argument.
     """
     try:
         yield
     except Exception as error:
         if type(error).__name__ != "CustomVJPException":
             raise
-        raise ValueError(
-            f"{caller}: a custom gradient in the function (fg.custom_gradient or "
-            "jax.custom_vjp) closes over a value that is being differentiated -- "
-            "TensorFlow's habit of an inner tf.custom_gradient that uses a tensor of the "
-            "outer function -- and JAX differentiates a custom gradient only with respect "
-            "to its arguments; pass that value to the custom-gradient function as an "
-            "argument, and return None as its cotangent from grad_fn for TensorFlow's "
-            "answer (a captured tensor gets no gradient through the function)."
+        raise closure_error(
+            f"{caller}: a custom gradient in the function (fg.custom_gradient or jax.custom_vjp)"
         ) from error
+
+
+def closure_error(subject: str) -> ValueError:
+    """The error for a custom gradient (``subject``) that captures a value being
+    differentiated, with the fix."""
+    return ValueError(
+        f"{subject} closes over a value that is being differentiated -- "
+        "TensorFlow's habit of an inner tf.custom_gradient that uses a tensor of the "
+        "outer function -- and JAX differentiates a custom gradient only with respect "
+        "to its arguments; pass that value to the custom-gradient function as an "
+        "argument, and return None as its cotangent from grad_fn for TensorFlow's "
+        "answer (a captured tensor gets no gradient through the function)."
+    )
 
 
 def _live_inputs(run: Callable[..., Any], inputs: list[Any], n_dense: int) -> list[int]:

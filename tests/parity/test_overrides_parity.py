@@ -265,6 +265,45 @@ def test_custom_gradient_with_a_captured_tensor_as_tensorflow(tf, run_tf1):
     assert tf_none["w"] and float(gw) == 0.0  # zeros where TensorFlow says None
 
 
+def test_recursive_custom_gradient_with_a_captured_kernel_as_tensorflow(tf, run_tf1):
+    """StyleGAN's upfirdn_2d habit: a kernel made outside the tf.custom_gradient function,
+    and a gradient that is itself a custom gradient returning the function again.  The
+    rules are not the true derivatives (the gradient doubles), so each order shows whose
+    rule ran; funcgrad gives TensorFlow's first, second and third derivatives."""
+    x0 = np.array([0.5, -1.5, 2.0], np.float32)
+    k0 = np.array([1.0, -2.0, 0.5], np.float32)
+
+    def program(lib, k, func_of):
+        def _func(v):
+            def _grad(dy):
+                return dy * k * 2.0, func_of()
+
+            return v * k, lib(_grad)
+
+        return lib(_func)
+
+    def build():
+        x = tf.constant(x0)
+        func = program(tf.custom_gradient, tf.constant(k0), lambda: func)
+        out = [tf.reduce_sum(func(x) ** 3)]
+        for _ in range(3):
+            out.append(tf.reduce_sum(tf.compat.v1.gradients(out[-1], x)[0] ** 2))
+        return [tf.compat.v1.gradients(o, x)[0] for o in out[:3]]
+
+    expected = run_tf1(build)
+
+    def orders(x):
+        func = program(fg.custom_gradient, jnp.asarray(k0), lambda: func)
+        out = [lambda v: jnp.sum(func(v) ** 3)]
+        for _ in range(2):
+            out.append((lambda h: lambda v: jnp.sum(fg.gradients(h, v) ** 2))(out[-1]))
+        return [fg.gradients(o, x) for o in out]
+
+    for got in (orders(jnp.asarray(x0)), jax.jit(orders)(jnp.asarray(x0))):
+        for g, e in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-5)
+
+
 @pytest.mark.parametrize("target", ["Relu", "LeakyRelu", "Identity", "Elu"])
 def test_leaky_relu_alpha_is_an_attribute(tf, run_tf1, target):
     """TensorFlow's LeakyRelu has one input, features, and alpha as an attribute: any
