@@ -57,6 +57,9 @@ class Probe:
     order: int = 3
     seqs: tuple[tuple[int, ...], ...] | None = None
     ulps: int = 4
+    #: The magnitude of the terms that cancel into a derivative: ulps are counted at it
+    #: where the derivative is smaller (0: at the derivative's own magnitude).
+    scale: float = 0.0
 
     def sequences(self) -> list[tuple[int, ...]]:
         if self.seqs is not None:
@@ -98,6 +101,7 @@ TRIPLES = [
     (1.0, 1.0, 0.0), (1.0, 1.0, 1.0), (0.0, 1.0, 1.0), (2.0, 1.0, 0.5), (0.0, -0.0, -1.0),
     (NAN, 1.0, 0.0), (1.0, NAN, 2.0), (INF, 1.0, 0.0), (-INF, -INF, -INF), (INF, INF, 0.0),
 ]  # fmt: skip
+SOFTMAX = [(-3.0, 0.5, 4.0), (30.0, -20.0, 0.0), (1e-3, -2e-3, 5.0)]
 PRODUCTS = [
     (0.0, 2.0, 3.0), (0.0, 0.0, 3.0), (2.0, 0.0, 3.0), (1.0, 2.0, 3.0), (-0.0, 2.0, 3.0),
     (0.0, 0.0, 0.0), (INF, 0.0, 1.0), (NAN, 2.0, 3.0),
@@ -284,6 +288,14 @@ PROBES = [
             [(0.0, 0.0, 0.0), (3.0, 4.0, 0.0), (1.0, 1.0, 1.0), (INF, 1.0, 0.0)]),
     _triple("logsumexp", lambda tf, v: tf.reduce_logsumexp(v, -1),
             lambda v: jax.nn.logsumexp(v, -1), TRIPLES[:5], ulps=4),
+    # The n-th derivative of a softmax is a polynomial of degree n + 1 in its outputs,
+    # whose terms (up to the sum of the weights) cancel: ulps are counted at that sum.
+    _triple("softmax", lambda tf, v: _tf_weighted(tf, tf.nn.softmax(v, -1)),
+            lambda v: _weighted(jax.nn.softmax(v, -1)), TRIPLES[:5] + SOFTMAX, order=3,
+            ulps=16, scale=sum(WEIGHTS)),
+    _triple("log_softmax", lambda tf, v: _tf_weighted(tf, tf.nn.log_softmax(v, -1)),
+            lambda v: _weighted(jax.nn.log_softmax(v, -1)), TRIPLES[:5] + SOFTMAX, order=3,
+            scale=sum(WEIGHTS)),
 ]  # fmt: skip
 
 
@@ -388,7 +400,7 @@ def _mismatches(probe: Probe, seq: tuple[int, ...], want: Any, got: Any, exact: 
     exact = np.asarray(exact, np.float64)[:n]
     same = (np.isnan(want) & np.isnan(got)) | (want == got)
     finite = np.isfinite(want) & np.isfinite(got)
-    same |= finite & tolerance.within_tensorflows_error(want, got, exact, probe.ulps)
+    same |= finite & tolerance.within_tensorflows_error(want, got, exact, probe.ulps, probe.scale)
     return [
         f"{where} at {probe.points[i]}: TensorFlow {want[i]!r}, funcgrad {got[i]!r}, "
         f"exact {exact[i]!r}"

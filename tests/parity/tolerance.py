@@ -22,18 +22,19 @@ def ulps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def within_tensorflows_error(
-    want: np.ndarray, got: np.ndarray, exact: np.ndarray, ulps: int
+    want: np.ndarray, got: np.ndarray, exact: np.ndarray, ulps: int, scale: float = 0.0
 ) -> np.ndarray:
     """Whether funcgrad is no further from the exact value than TensorFlow is on this CPU,
-    plus ``ulps`` units of float32 rounding (the rule of ``tests/README.md``).
+    plus ``ulps`` units of float32 rounding (the rule of ``tests/README.md``), counted at
+    the value's magnitude or at ``scale``, that of the terms that cancel into it.
 
     Where the float64 reference is not a finite float32 number, TensorFlow's value is the
     reference: ``got`` within ``ulps`` of ``want``.
     """
     with np.errstate(invalid="ignore", over="ignore"):
         exact32 = exact.astype(np.float32)
-        scale = np.maximum(np.abs(exact32), np.abs(want))
-        unit = np.spacing(scale).astype(np.float64)
+        magnitude = np.maximum(np.maximum(np.abs(exact32), np.abs(want)), np.float32(scale))
+        unit = np.spacing(magnitude).astype(np.float64)
         tf_error = np.abs(want.astype(np.float64) - exact)
         error = np.abs(got.astype(np.float64) - exact)
         close = error <= tf_error + ulps * unit
