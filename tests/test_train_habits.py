@@ -1,5 +1,6 @@
 """What TF1 and optax habits write gets an error that names the funcgrad call."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -106,6 +107,18 @@ GVS = OPT.compute_gradients(_loss, STATE.params)
 def test_habits_get_a_type_error_that_shows_the_call(call, match) -> None:
     with pytest.raises(TypeError, match=match):
         call()
+
+
+def test_zip_of_gradients_and_variables_is_taken_as_tensorflow_takes_it() -> None:
+    opt = fg.train.MomentumOptimizer(0.1, momentum=0.9)
+    state = opt.init(PARAMS)
+    grads, variables = zip(*opt.compute_gradients(_loss, state.params), strict=True)
+    by_zip = opt.apply_gradients(zip(grads, variables, strict=True), state)
+    by_list = opt.apply_gradients(list(zip(grads, variables, strict=True)), state)
+    chex.assert_trees_all_equal(by_zip.params, by_list.params)
+    assert not jnp.array_equal(by_zip.params["w"], state.params["w"])
+    jitted = jax.jit(lambda gs, s: opt.apply_gradients(zip(gs, variables, strict=True), s))
+    chex.assert_trees_all_close(jitted(list(grads), state).params, by_list.params, rtol=1e-6)
 
 
 def test_a_bare_gradient_for_one_array_says_what_it_is() -> None:

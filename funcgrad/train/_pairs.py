@@ -39,6 +39,7 @@ variable by value.  It finds it by what cannot be copied wrongly:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,7 +123,12 @@ def no_gradients(caller: str, names: Sequence[str], why: str = "") -> ValueError
 
 
 def _as_pairs(caller: str, grads_and_vars: Any) -> list[Any]:
-    """``grads_and_vars`` as a list of 2-tuples, or the error an optax habit gets."""
+    """``grads_and_vars`` as a list of 2-tuples, or the error an optax habit gets.
+
+    An iterator of pairs -- TensorFlow's ``zip(grads, variables)`` -- is read into a list.
+    """
+    if isinstance(grads_and_vars, Iterator):
+        grads_and_vars = list(grads_and_vars)
     if not isinstance(grads_and_vars, list | tuple):
         raise TypeError(
             f"{caller}: grads_and_vars is {describe(grads_and_vars)}, not a list of "

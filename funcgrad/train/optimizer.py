@@ -10,7 +10,7 @@ optax habits get are ``funcgrad.train._habits``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import jax
@@ -214,7 +214,7 @@ class Optimizer:
 
     def apply_gradients(
         self,
-        grads_and_vars: Sequence[tuple[Any, Any]],
+        grads_and_vars: Iterable[tuple[Any, Any]],
         state: TrainState = _habits.NO_STATE,
         /,
         **tf_arguments: Any,
@@ -238,7 +238,8 @@ class Optimizer:
 
         Args:
           grads_and_vars: ``(gradient, variable)`` pairs, as ``compute_gradients``
-            returns them, or any subset of them.
+            returns them, or any subset of them; a list, or an iterator such as
+            TensorFlow's ``zip(grads, variables)``.
           state: the ``TrainState`` to update.
           **tf_arguments: none is taken; TensorFlow's ``global_step=`` and ``name=``
             get an error that shows the call to write.

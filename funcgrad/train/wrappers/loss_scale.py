@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Sequence
 from typing import Any
 from typing import NamedTuple
@@ -375,7 +376,7 @@ class LossScaleOptimizer(Optimizer):
 
     def apply_gradients(
         self,
-        grads_and_vars: Sequence[tuple[Any, Any]],
+        grads_and_vars: Iterable[tuple[Any, Any]],
         state: TrainState = _habits.NO_STATE,
         /,
         **tf_arguments: Any,
