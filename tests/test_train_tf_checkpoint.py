@@ -397,6 +397,59 @@ def test_loss_scale_and_int32_global_step(tmp_path) -> None:
     assert "current_loss_scale" not in _names(prefix)  # TensorFlow's fixed scale: no variable
 
 
+@pytest.mark.parametrize(
+    ("opt", "slot"),
+    [
+        (fg.train.MomentumOptimizer(0.1, 0.9), "W/Momentum"),
+        (fg.train.RMSPropOptimizer(0.1, centered=True), "W/RMSProp_1"),
+    ],
+    ids=["momentum", "rmsprop_centered"],
+)
+def test_params_with_none_and_integer_leaves_round_trip(opt, slot, tmp_path) -> None:
+    """An equinox Linear without bias holds None: the slots still line up with the
+    variables; an integer leaf is no variable and keeps the template's value."""
+    params = {"a": None, "W": PARAMS["W"], "layer1": {"bias": PARAMS["layer1"]["bias"], "b": None}}
+    params["count"] = jnp.int32(5)
+    state = _train(opt, opt.init(params), 2)
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, opt)
+    assert {"W", "layer1/bias", slot} <= set(_names(prefix))
+    template = opt.init({**params, "count": jnp.int32(0)})
+    restored = fg.train.restore_tf_checkpoint(prefix, template, opt)
+    chex.assert_trees_all_equal(restored.opt_state, state.opt_state)
+    chex.assert_trees_all_equal(restored.params["W"], state.params["W"])
+    assert int(restored.params["count"]) == 0
+
+
+@pytest.mark.parametrize("kept", ["current_loss_scale", "good_steps"])
+def test_name_map_keeps_one_of_the_loss_scale_variables(tmp_path, kept) -> None:
+    opt = fg.train.LossScaleOptimizer(fg.train.MomentumOptimizer(0.1, 0.9), initial_scale=8.0)
+    state = opt.init(PARAMS)
+    state = state._replace(opt_state=state.opt_state._replace(good_steps=jnp.int32(3)))
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, opt)
+    template = opt.init(PARAMS)
+    template = template._replace(
+        opt_state=template.opt_state._replace(loss_scale=jnp.float32(2.0), good_steps=jnp.int32(1))
+    )
+    restored = fg.train.restore_tf_checkpoint(prefix, template, opt, name_map={kept: None})
+    got = restored.opt_state
+    assert float(got.loss_scale) == (2.0 if kept == "current_loss_scale" else 8.0)
+    assert int(got.good_steps) == (1 if kept == "good_steps" else 3)
+
+
+def test_name_map_keeping_one_beta_power_is_refused(tmp_path) -> None:
+    opt = fg.train.AdamOptimizer(0.1)
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), _train(opt, opt.init(PARAMS), 3), opt)
+    for kept in ("beta1_power", "beta2_power"):
+        _restore_fails(
+            ValueError,
+            r"keeps one of \['beta1_power', 'beta2_power'\] \(maps it to None\) and reads",
+            prefix,
+            opt.init(PARAMS),
+            opt,
+            name_map={kept: None},
+        )
+
+
 def test_moving_averages_and_extras_round_trip(tmp_path) -> None:
     opt = fg.train.GradientDescentOptimizer(0.1)
     ema = fg.train.ExponentialMovingAverage(0.9)

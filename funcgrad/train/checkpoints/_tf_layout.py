@@ -466,10 +466,6 @@ def _read_all(
     return out
 
 
-def _is_hole(x: Any) -> bool:
-    return x is None
-
-
 class View:
     """The values of a state, an EMA state and extras, each as TensorFlow holds it."""
 
@@ -483,10 +479,12 @@ class View:
         self.state, self.parts, self.extras = state, parts, dict(extras or {})
         self.flat = Flat(state.params)
         self.averages = Flat(ema_state.average) if ema_state is not None else None
-        #: Per part, per slot: the slot tree's leaves (``None`` holes kept) and structure.
+        #: Per part, per slot: the slot tree's values, one per leaf of ``params`` (``None``
+        #: where the variable has no slot), and their structure, that of ``params``.
+        treedef = self.flat.treedef
         self.slots = [
             [
-                jax.tree.flatten(get(self.inner(p), path), is_leaf=_is_hole)
+                (treedef.flatten_up_to(get(self.inner(p), path)), treedef)
                 for path, _ in part.kind.slots
             ]
             for p, part in enumerate(parts)

@@ -128,7 +128,9 @@ def restore_tf_checkpoint(
     TensorFlow's ``Saver.restore`` does.  Every name missing, and every value of another
     dtype or shape, is reported at once.  The hyperparameters (learning rate, betas,
     ...) come from ``optimizer``: TensorFlow keeps them in its graph, not in the
-    checkpoint.  Not under ``jax.jit`` (it reads files).
+    checkpoint.  Leaves of ``params`` that are no variables (integer or boolean arrays,
+    functions) are in no checkpoint and keep the state's values; read an integer
+    variable of the graph with ``extras``.  Not under ``jax.jit`` (it reads files).
 
     Args:
       path: the checkpoint prefix ``Saver.save`` returned (``train/model.ckpt-1000``),
@@ -171,7 +173,8 @@ def restore_tf_checkpoint(
         checkpoint (every CRC32C is checked); Adam's powers do not come from the
         optimizer's betas; ``global_step`` exceeds int32; ``name_map`` names nothing;
         two values have one TensorFlow name (two leaves of ``params`` with one path
-        name, or a ``name_map`` giving one name twice); ``ema_state`` is zero-debiased.
+        name, or a ``name_map`` giving one name twice); ``ema_state`` is zero-debiased;
+        ``name_map`` keeps one of Adam's two powers and reads the other.
       TypeError: ``optimizer`` is not one of the supported ones (a plain
         ``fg.train.Optimizer`` of an optax transformation, a wrapped one), ``state`` is
         not a ``TrainState``, ``ema_state`` not an ``EmaState``, or ``extras`` does not
@@ -231,7 +234,13 @@ def restore_tf_checkpoint(
             part.kind.slots, slots[p], view.slots[p], strict=True
         ):
             inner = _tf_layout.put(inner, at, jax.tree.unflatten(treedef, leaves))
-        if (p, 0) in powers and (p, 1) in powers:
+        if ((p, 0) in powers) != ((p, 1) in powers):
+            pair = [i.key for i in items if i.what == "non_slot" and i.part == p]
+            raise ValueError(
+                f"{caller}: name_map keeps one of {pair} (maps it to None) and reads the "
+                "other; Adam's step is the pair's, so map both to None or neither."
+            )
+        if (p, 0) in powers:
             betas = [part.optimizer.hyperparameters[k] for k in ("beta1", "beta2")]  # type: ignore[attr-defined]
             step = _adam_step(caller, [powers[p, 0], powers[p, 1]], betas, counts["global_step"])
             dtype = _tf_layout.get(inner, (0, "step")).dtype
@@ -243,9 +252,11 @@ def restore_tf_checkpoint(
             count = jnp.asarray(counts["global_step"], rate_state.step.dtype)
             rate_state = rate_state._replace(step=count)
         opt_state = _tf_layout.put(opt_state, part.at, rate_state)
-    if scale is not None:
+    if scale is not None:  # each read on its own: name_map may keep either as it is
+        opt_state = opt_state._replace(loss_scale=scale)
+    if "good_steps" in counts:
         good_steps = jnp.asarray(counts["good_steps"], opt_state.good_steps.dtype)
-        opt_state = opt_state._replace(loss_scale=scale, good_steps=good_steps)
+        opt_state = opt_state._replace(good_steps=good_steps)
     params = view.flat.replaced(variables)
     global_step = jnp.asarray(counts["global_step"], state.global_step.dtype)
     restored = TrainState(params, opt_state, global_step)
@@ -299,9 +310,10 @@ def save_tf_checkpoint(
     TensorFlow, rebuild the graph and ``tf.compat.v1.train.Saver().restore(sess, path)``
     (no ``.meta`` file is written, so not ``import_meta_graph``); TensorFlow's default
     ``Saver()`` restores every variable of the graph, so pass the moving average and
-    the graph's other variables here, or restore with ``Saver(var_list=[...])``.  Files
-    are written under temporary names and renamed into place, so a crash leaves no
-    half-written checkpoint.
+    the graph's other variables here, or restore with ``Saver(var_list=[...])``; an
+    integer or boolean leaf of ``params`` is no variable and is not written (pass an
+    integer variable of the graph in ``extras``).  Files are written under temporary
+    names and renamed into place, so a crash leaves no half-written checkpoint.
 
     Args:
       path: the checkpoint prefix to write, e.g. ``"train/model.ckpt-1000"`` (no step
