@@ -484,7 +484,7 @@ class View:
         treedef = self.flat.treedef
         self.slots = [
             [
-                (treedef.flatten_up_to(get(self.inner(p), path)), treedef)
+                (treedef.flatten_up_to(get(self.inner(p), path)), treedef)  # type: ignore[attr-defined]
                 for path, _ in part.kind.slots
             ]
             for p, part in enumerate(parts)
