@@ -327,3 +327,37 @@ def test_stop_gradients_on_a_tapped_input_keeps_the_input() -> None:
     # A tap of a value computed from the input is held: nothing reaches the input.
     wrapped = fg.tensorflow_conventions(f)
     assert fg.gradients(lambda a: wrapped(a * 1.0), jnp.float32(3.0), stop_gradients=["a"]) is None
+
+
+def _multiply_one_by_one(x, v, ids, axis):
+    """``x.at[(:,) * axis + (ids,)].multiply(v)`` as one multiply per id."""
+    xm, vm = jnp.moveaxis(x, axis, 0), jnp.moveaxis(v, axis, 0)
+    for k, i in enumerate(ids):
+        xm = xm.at[i].set(xm[i] * vm[k])
+    return jnp.moveaxis(xm, 0, axis)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_scatter_mul_of_slices_with_repeated_ids(axis):
+    """TensorFlow's segment-product gradient for a scatter-mul along any one axis, zeros
+    included, where JAX raises: as differentiating one multiply per id."""
+    rng = np.random.default_rng(axis)
+    ids = [1, 1, 0, 1]
+    x = jnp.asarray(rng.normal(size=(2, 3, 4)), jnp.float32)
+    shape = list(x.shape)
+    shape[axis] = len(ids)
+    v = jnp.asarray(rng.normal(size=shape), jnp.float32)
+    v = v.at[(slice(None),) * axis + (jnp.array([0, 3]),)].set(0.0)  # two zeros in id 1
+    w = jnp.asarray(rng.normal(size=x.shape), jnp.float32)
+    where = (slice(None),) * axis + (jnp.array(ids),)
+    f = fg.tensorflow_conventions(lambda x, v: jnp.sum(w * x.at[where].multiply(v)))
+    want = jax.grad(lambda x, v: jnp.sum(w * _multiply_one_by_one(x, v, ids, axis)), (0, 1))
+    for got, expected in zip(jax.jit(lambda x, v: fg.gradients(f, [x, v]))(x, v), want(x, v)):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_scatter_mul_of_elements_says_what_tensorflow_differentiates():
+    rows, columns = jnp.array([0, 0]), jnp.array([1, 1])
+    f = fg.tensorflow_conventions(lambda x: jnp.sum(x.at[rows, columns].multiply(2.0)))
+    with pytest.raises(ValueError, match="one id per whole slice of one axis"):
+        fg.gradients(f, jnp.ones((2, 2)))

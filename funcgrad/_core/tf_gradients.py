@@ -415,36 +415,45 @@ def cumulative_logsumexp(
     return _op("CumulativeLogsumexp", impl, _cumulative_logsumexp_grad, params=params)
 
 
-def _segment_ids(op: Op) -> jax.Array:
-    """The segment ids of a ``scatter-mul`` that ``jax.ops.segment_prod`` emits, checked."""
+def _segment_axes(op: Op) -> tuple[jax.Array, int, int]:
+    """The segment ids of a ``scatter-mul`` that multiplies whole slices of one axis of
+    ``operand`` -- ``jax.ops.segment_prod``'s, ``x.at[ids].multiply(v)``,
+    ``x.at[:, ids].multiply(v)`` -- with that axis of ``operand`` and of the updates."""
     operand, indices, updates = _inputs(op, 3, "UnsortedSegmentProd", "operand, ids, data")
     dims = op.params.get("dimension_numbers")
-    segment = (
-        dims is not None
-        and indices.ndim == 2
-        and indices.shape[1] == 1
-        and tuple(dims.inserted_window_dims) == (0,)
-        and tuple(dims.scatter_dims_to_operand_dims) == (0,)
-        and tuple(dims.update_window_dims) == tuple(range(1, updates.ndim))
-        and not dims.operand_batching_dims
-        and operand.shape[1:] == updates.shape[1:]
+    if dims is not None and len(dims.inserted_window_dims) == 1 and indices.ndim == 2:
+        (axis,) = dims.inserted_window_dims
+        window = tuple(dims.update_window_dims)
+        scatter = [d for d in range(updates.ndim) if d not in window]
+        rest = [operand.shape[d] for d in range(operand.ndim) if d != axis]
+        if (
+            indices.shape[1] == 1
+            and tuple(dims.scatter_dims_to_operand_dims) == (axis,)
+            and not dims.operand_batching_dims
+            and len(scatter) == 1
+            and [updates.shape[d] for d in window] == rest
+        ):
+            return indices[:, 0], axis, scatter[0]
+    raise ValueError(
+        f"the gradient 'UnsortedSegmentProd' for {op.type!r}: TensorFlow's gradient "
+        "differentiates a segment product (jax.ops.segment_prod, or x.at[ids].multiply(v): "
+        "one id per whole slice of one axis), not this scatter; write it as one."
     )
-    if not segment:
-        raise ValueError(
-            f"the gradient 'UnsortedSegmentProd' for {op.type!r}: TensorFlow's gradient "
-            "differentiates a segment product (jax.ops.segment_prod: one segment id per "
-            "row of data), not this scatter; write it with jax.ops.segment_prod."
-        )
-    return indices[:, 0]
 
 
 def _unsorted_segment_prod(op: Op, grad: jax.Array) -> tuple[Any, None, jax.Array]:
-    """``_UnsortedSegmentProdGrad`` (math_grad.py), for ``jax.ops.segment_prod``'s
-    ``scatter-mul`` into ``operand`` (ones): segments with no zero divide the product by
-    each entry, with one zero give that entry the product of the others, with two or
-    more give zeros; entries whose id is out of range get 0."""
-    ids = _segment_ids(op)
-    operand, _, data = op.inputs
+    """``_UnsortedSegmentProdGrad`` (math_grad.py), for a ``scatter-mul`` of whole slices
+    into ``operand`` (ones, for ``jax.ops.segment_prod``): segments with no zero divide
+    the product by each entry, with one zero give that entry the product of the others,
+    with two or more give zeros; entries whose id is out of range get 0.  The scattered
+    axis is moved first, as TensorFlow's segments are."""
+    ids, axis, scatter = _segment_axes(op)
+    operand, data, output, grad = (
+        jnp.moveaxis(v, a, 0)
+        for v, a in zip(
+            (op.inputs[0], op.inputs[2], op.outputs[0], grad), (axis, scatter, axis, axis)
+        )
+    )
     n = operand.shape[0]
 
     def segment_sum(v: jax.Array) -> jax.Array:
@@ -458,11 +467,15 @@ def _unsorted_segment_prod(op: Op, grad: jax.Array) -> tuple[Any, None, jax.Arra
     kept = jnp.where(num_zeros > 1, jnp.zeros_like(grad), grad)
     non_zero = jnp.where(is_zero, jnp.ones_like(data), data)
     non_zero_prod = operand * jax.ops.segment_prod(non_zero, ids, num_segments=n)
-    partial = jnp.where(is_zero, gather(non_zero_prod), gather(op.outputs[0]) / data)
+    partial = jnp.where(is_zero, gather(non_zero_prod), gather(output) / data)
     valid = ((ids >= 0) & (ids < n)).reshape((-1,) + (1,) * (data.ndim - 1))
     gathered_grad = jnp.where(valid, gather(kept), jnp.zeros_like(data))
     prod = jax.ops.segment_prod(data, ids, num_segments=n)
-    return grad * prod, None, gathered_grad * partial
+    return (
+        jnp.moveaxis(grad * prod, 0, axis),
+        None,
+        jnp.moveaxis(gathered_grad * partial, 0, scatter),
+    )
 
 
 # --- TensorFlow's gradient functions, by op type ----------------------------------------

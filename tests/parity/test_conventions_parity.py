@@ -486,3 +486,23 @@ def test_segment_prod_with_repeated_ids(tf, run_tf1, op):
     f = fg.tensorflow_conventions(lambda d: jax.ops.segment_prod(d, ids, num_segments=4))
     got = fg.gradients(lambda d: jnp.sum(weight * f(d)), jnp.asarray(data))
     np.testing.assert_array_equal(got, run_tf1(build))
+
+
+def test_scatter_mul_along_another_axis_is_a_segment_product(tf, run_tf1):
+    """``x.at[:, ids].multiply(v)`` is TensorFlow's segment product of the transposes."""
+    data = np.array([[2.0, -1.0], [3.0, 0.0], [0.0, 0.0], [4.0, 2.0], [7.0, 0.0], [5.0, 3.0]],
+                    np.float32)  # fmt: skip
+    ids = np.array([0, 0, 1, 1, 1, 3], np.int32)
+    weight = np.arange(8, dtype=np.float32).reshape(4, 2) + 1.0
+    start = np.array([[1.5, 2.0, -1.0, 0.5], [0.0, 3.0, 2.0, -2.0]], np.float32)
+
+    def build():
+        d, x = tf.constant(data), tf.constant(start.T)
+        out = x * tf.math.unsorted_segment_prod(d, ids, 4)
+        return tf.compat.v1.gradients(tf.reduce_sum(weight * out), [d, x])
+
+    f = fg.tensorflow_conventions(lambda x, v: x.at[:, ids].multiply(v))
+    got = fg.gradients(lambda x, v: jnp.sum(weight.T * f(x, v)), [start, data.T])
+    want = run_tf1(build)
+    np.testing.assert_allclose(got[1], want[0].T, rtol=1e-6)
+    np.testing.assert_allclose(got[0], want[1].T, rtol=1e-6)
