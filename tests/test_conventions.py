@@ -352,8 +352,9 @@ def test_scatter_mul_of_slices_with_repeated_ids(axis):
     where = (slice(None),) * axis + (jnp.array(ids),)
     f = fg.tensorflow_conventions(lambda x, v: jnp.sum(w * x.at[where].multiply(v)))
     want = jax.grad(lambda x, v: jnp.sum(w * _multiply_one_by_one(x, v, ids, axis)), (0, 1))
-    for got, expected in zip(jax.jit(lambda x, v: fg.gradients(f, [x, v]))(x, v), want(x, v)):
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    got = jax.jit(lambda x, v: fg.gradients(f, [x, v]))(x, v)
+    for g, expected in zip(got, want(x, v), strict=True):
+        np.testing.assert_allclose(g, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_scatter_mul_of_elements_says_what_tensorflow_differentiates():

@@ -448,12 +448,8 @@ def _unsorted_segment_prod(op: Op, grad: jax.Array) -> tuple[Any, None, jax.Arra
     with two or more give zeros; entries whose id is out of range get 0.  The scattered
     axis is moved first, as TensorFlow's segments are."""
     ids, axis, scatter = _segment_axes(op)
-    operand, data, output, grad = (
-        jnp.moveaxis(v, a, 0)
-        for v, a in zip(
-            (op.inputs[0], op.inputs[2], op.outputs[0], grad), (axis, scatter, axis, axis)
-        )
-    )
+    operand, output, grad = (jnp.moveaxis(v, axis, 0) for v in (op.inputs[0], op.outputs[0], grad))
+    data = jnp.moveaxis(op.inputs[2], scatter, 0)
     n = operand.shape[0]
 
     def segment_sum(v: jax.Array) -> jax.Array:
