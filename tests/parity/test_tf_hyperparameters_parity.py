@@ -47,6 +47,11 @@ def _run(tf, ops_per_step, fetches, before_step=None):
     v1 = tf.compat.v1
     out = []
     with v1.Session() as sess:
+        # Adam's beta1_power starts at a beta that may read global_step, and TensorFlow
+        # runs the initializers in no set order: global_step first.
+        global_step = v1.train.get_global_step()
+        if global_step is not None:
+            sess.run(global_step.initializer)
         sess.run(v1.global_variables_initializer())
         for step in range(STEPS):
             if before_step is not None:
