@@ -204,7 +204,10 @@ def custom_gradient(f: Function) -> Function:
     wants a 1-tuple); a ``None`` cotangent, whole or as a leaf, means zero; integer and
     boolean arguments get no gradient; cotangents are cast to their argument's dtype
     and their shapes checked.  As with ``jax.custom_vjp``, forward-mode
-    differentiation (``jax.jvp``, ``jax.jacfwd``) is not available.
+    differentiation (``jax.jvp``, ``jax.jacfwd``) is not available.  As in TensorFlow,
+    ``y`` is differentiated with ``grad_fn`` at every order, so ``jax.hessian``
+    (forward over reverse) raises too: ``fg.hessians`` and ``fg.hvp`` go reverse over
+    reverse.
 
     ``f`` and ``grad_fn`` may use arrays made outside them (a filter kernel built with
     ``jnp``), as TensorFlow code does: ``f`` and ``grad_fn`` are traced when the
