@@ -301,13 +301,10 @@ def _staged(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
         return y, list(closed.consts)
 
     closed, (y_shape, _) = jax.make_jaxpr(forward, return_shape=True)(*args)
-    n_args, n_y = len(jax.tree.leaves(args)), len(jax.tree.leaves(y_shape))
-    y_tree = jax.tree.structure(y_shape)
+    n_y, y_tree = len(jax.tree.leaves(y_shape)), jax.tree.structure(y_shape)
 
     def run(xs: tuple[Any, ...], captured: list[Any]) -> tuple[PyTree, list[Any]]:
-        leaves = jax.tree.leaves(xs)
-        assert len(leaves) == n_args
-        outs = core.jaxpr_as_fun(core.ClosedJaxpr(closed.jaxpr, captured))(*leaves)
+        outs = core.jaxpr_as_fun(core.ClosedJaxpr(closed.jaxpr, captured))(*jax.tree.leaves(xs))
         return jax.tree.unflatten(y_tree, outs[:n_y]), outs[n_y:]
 
     @jax.custom_vjp
