@@ -637,9 +637,7 @@ def compare_tf_checkpoint(
     """
     caller = "fg.testing.compare_tf_checkpoint(path, state, optimizer)"
     tol = _Tolerance(_positive(caller, "atol", atol), _positive(caller, "rtol", rtol), 0.0)
-    items, parts, _ = _tf_layout.plan(
-        caller, state, optimizer, name_map, var_list, ema_state, extras
-    )
+    items, parts = _tf_layout.plan(caller, state, optimizer, name_map, var_list, ema_state, extras)
     prefix = _tf_layout.checkpoint_prefix(caller, path)
     view = _tf_layout.View(state, parts, ema_state, extras)
     ours = {item.name: np.asarray(view.value(item)) for item in items if item.name is not None}

@@ -245,11 +245,11 @@ def plan(
     var_list: VarList,
     ema_state: EmaState | None = None,
     extras: Mapping[str, Any] | None = None,
-) -> tuple[list[Item], list[Part], LossScaleOptimizer | None]:
+) -> tuple[list[Item], list[Part]]:
     """Every value the checkpoint holds for ``state``, by TensorFlow name, and the
     optimizers whose state they are."""
     if not isinstance(state, TrainState):
-        _check_state(caller, state, optimizer)
+        _check_state(caller, state, optimizer)  # the TypeError, before params is read
     parts, scale = _parts(caller, optimizer, state.params, var_list)
     _check_state(caller, state, optimizer)
     _check_ema_state(caller, ema_state)
@@ -294,7 +294,7 @@ def plan(
     for k in _check_extras(caller, extras):
         items.append(Item(k, k, "extra"))
     _check_names(caller, items, names, state.params)
-    return items, parts, scale
+    return items, parts
 
 
 def _check_names(

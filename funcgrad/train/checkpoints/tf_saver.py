@@ -190,9 +190,7 @@ def restore_tf_checkpoint(
       (Array([0.8, 0.8], dtype=float32), 1)
     """
     caller = "fg.train.restore_tf_checkpoint(path, state, optimizer)"
-    items, parts, _ = _tf_layout.plan(
-        caller, state, optimizer, name_map, var_list, ema_state, extras
-    )
+    items, parts = _tf_layout.plan(caller, state, optimizer, name_map, var_list, ema_state, extras)
     prefix = _tf_layout.checkpoint_prefix(caller, path)
     view = View(state, parts, ema_state, extras)
 
@@ -351,9 +349,7 @@ def save_tf_checkpoint(
       True
     """
     caller = "fg.train.save_tf_checkpoint(path, state, optimizer)"
-    items, parts, _ = _tf_layout.plan(
-        caller, state, optimizer, name_map, var_list, ema_state, extras
-    )
+    items, parts = _tf_layout.plan(caller, state, optimizer, name_map, var_list, ema_state, extras)
     prefix = os.fspath(path)
     if os.path.isdir(prefix) or not os.path.basename(prefix):
         raise ValueError(
