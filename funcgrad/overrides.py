@@ -321,10 +321,11 @@ def _staged(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
         return call(xs, captured), run(xs, captured)[1]
 
     def bwd(residuals: list[Any], dy: PyTree) -> tuple[Any, None]:
-        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), backward["dy"])
-        dy_leaves = [
-            z if isinstance(d, SymbolicZero) or d.dtype == dtypes.float0 else d
-            for d, z in zip(jax.tree.leaves(dy), jax.tree.leaves(zeros), strict=True)
+        dy_leaves = [  # a zero cotangent (symbolic, or of an integer y) as grad_fn's dy
+            jnp.zeros(s.shape, s.dtype)
+            if isinstance(d, SymbolicZero) or d.dtype == dtypes.float0
+            else d
+            for d, s in zip(jax.tree.leaves(dy), jax.tree.leaves(backward["dy"]), strict=True)
         ]
         outs = core.jaxpr_as_fun(core.ClosedJaxpr(backward["jaxpr"], residuals))(*dy_leaves)
         got = jax.tree.unflatten(backward["tree"], outs)
