@@ -97,25 +97,6 @@ def scatter(table: jax.Array, rows: Rows, new: jax.Array) -> jax.Array:
     return table.at[rows.indices].set(new.astype(table.dtype), mode="drop", indices_are_sorted=True)
 
 
-def widen(x: jax.Array) -> jax.Array:
-    """``x`` in float32 when it is a narrower float (the optimizers compute in float32)."""
-    return x.astype(jnp.float32) if jnp.dtype(x.dtype).itemsize < 4 else x
-
-
-def rowwise(update: Callable[..., tuple[jax.Array, ...]], lr: jax.Array) -> LeafRule:
-    """The :data:`LeafRule` that applies ``update(lr, w, g, *slots) -> (w, *slots)`` to
-    the touched rows only: gathered, computed in float32 or wider, scattered back."""
-
-    def leaf(w: jax.Array, slots: list[jax.Array], rows: Rows) -> list[jax.Array]:
-        tables = [w, *slots]
-        got = [widen(gather(t, rows)) for t in tables]
-        g = widen(rows.values).astype(got[0].dtype)
-        new = update(lr.astype(got[0].dtype), got[0], g, *got[1:])
-        return [scatter(t, rows, y) for t, y in zip(tables, new, strict=True)]
-
-    return leaf
-
-
 def check_ids(caller: str, name: str, slices: IndexedSlices) -> None:
     """Raise for an id outside the table, when the ids are known (outside ``jax.jit``)."""
     if isinstance(slices.indices, jax.core.Tracer):

@@ -11,6 +11,7 @@ decay of ``0.9`` becomes ``0.8984375``.  :func:`in_float32` wraps a transformati
 that its ``update`` computes in float32: the updates, the state and the params are
 widened to float32 where they are a narrower float (``bfloat16``, ``float16``, ...),
 and the new updates and state are cast back, leaf by leaf, to the dtypes they came in.
+:func:`widen` is that cast for one array (the sparse rules widen the touched rows).
 
 What it assumes: ``update`` returns a state of the structure it was given (every optax
 transformation does).  What it keeps: the state's structure and dtypes — a
@@ -29,15 +30,16 @@ import optax
 from funcgrad._types import PyTree
 
 
+def widen(x: Any) -> Any:
+    """``x`` in float32 when it is a floating array narrower than float32, else ``x``."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize < 4:
+        return x.astype(jnp.float32)
+    return x
+
+
 def _widen(tree: PyTree) -> PyTree:
     """``tree`` with every floating leaf narrower than float32 cast to float32."""
-
-    def widen(x: Any) -> Any:
-        dtype = getattr(x, "dtype", None)
-        if dtype is not None and jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize < 4:
-            return x.astype(jnp.float32)
-        return x
-
     return jax.tree.map(widen, tree)
 
 

@@ -6,7 +6,7 @@ What it follows: each optimizer's ``_apply_sparse`` / ``_resource_apply_sparse``
 ``tensorflow/python/training/*.py`` (TF 2.21) and the ``SparseApply*`` kernels of
 ``tensorflow/core/kernels/training_ops.cc`` they call, on rows whose duplicate ids are
 already summed.  Every rule but Adam's changes only the touched rows of the variable and
-of its slots, and is written per row (:func:`funcgrad.train._sparse.rowwise`).  Adam's
+of its slots, and is written per row (:func:`rowwise`).  Adam's
 ``_apply_sparse_shared`` decays all of ``m`` and ``v`` and then moves every row of the
 variable: it is dense in cost, as in TensorFlow; ``tf.contrib.opt.LazyAdamOptimizer``
 is the row-only form.  Where a sparse kernel orders its arithmetic differently from
@@ -32,14 +32,30 @@ import jax.numpy as jnp
 from funcgrad.train._sparse import LeafRule
 from funcgrad.train._sparse import Rows
 from funcgrad.train._sparse import SparseRule
-from funcgrad.train._sparse import rowwise
-from funcgrad.train._sparse import widen
+from funcgrad.train._sparse import gather
+from funcgrad.train._sparse import scatter
 from funcgrad.train.optimizers import _kernels
+from funcgrad.train.optimizers._float32 import widen
 
 #: ``rule(opt_state, lr) -> LeafRule``: a sparse rule before the rate is read.
 RateRule = Callable[[Any, jax.Array], LeafRule]
 
 Array = jax.Array
+
+
+def rowwise(update: Callable[..., tuple[jax.Array, ...]], lr: jax.Array) -> LeafRule:
+    """The :data:`~funcgrad.train._sparse.LeafRule` that applies
+    ``update(lr, w, g, *slots) -> (w, *slots)`` to the touched rows only: gathered,
+    computed in float32 or wider, scattered back."""
+
+    def leaf(w: jax.Array, slots: list[jax.Array], rows: Rows) -> list[jax.Array]:
+        tables = [w, *slots]
+        got = [widen(gather(t, rows)) for t in tables]
+        g = widen(rows.values).astype(got[0].dtype)
+        new = update(lr.astype(got[0].dtype), got[0], g, *got[1:])
+        return [scatter(t, rows, y) for t, y in zip(tables, new, strict=True)]
+
+    return leaf
 
 
 def with_rate(learning_rate: Any, rule: RateRule) -> SparseRule:
