@@ -53,7 +53,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
@@ -606,18 +605,17 @@ def _leaky_relu_alpha(op: Op) -> Any:
     return -jnp.ravel(negated)[0] if jnp.size(negated) else -negated
 
 
-#: TensorFlow attributes that a JAX function takes as trailing inputs, by JAX name:
-#: ``jax.nn.leaky_relu(x, negative_slope)`` is TensorFlow's ``LeakyRelu(features)``
-#: with the attribute ``alpha``.  (Every other op's inputs are TensorFlow's; the inputs
-#: TensorFlow has that JAX keeps in ``params`` -- a reduction's ``axis`` -- are integers.)
-ATTRIBUTES: Mapping[str, tuple[str, ...]] = {"leaky_relu": ("alpha",)}
-
-
 def with_attributes(jax_name: str, fn: GradientFunction) -> GradientFunction:
-    """``fn`` called as TensorFlow calls it on the op ``jax_name``: the inputs that are
-    TensorFlow attributes (:data:`ATTRIBUTES`) in ``op.params`` by TensorFlow's name, and
-    no gradient (``None``) for them."""
-    if jax_name not in ATTRIBUTES:
+    """``fn`` called as TensorFlow calls it on the op ``jax_name``.
+
+    One JAX function takes a TensorFlow attribute as a trailing input:
+    ``jax.nn.leaky_relu(x, negative_slope)`` is TensorFlow's ``LeakyRelu(features)`` with
+    the attribute ``alpha``.  For it, ``fn`` sees one input and ``op.params["alpha"]``,
+    and the slope gets no gradient (``None``).  Every other op's inputs are TensorFlow's
+    (the inputs TensorFlow has that JAX keeps in ``params`` -- a reduction's ``axis`` --
+    are integers), so ``fn`` is returned as it is.
+    """
+    if jax_name != "leaky_relu":
         return fn
 
     def gradient(op: Op, grad: Any) -> Any:
