@@ -70,6 +70,11 @@ class _Function:
     shapes: list[jax.ShapeDtypeStruct]  # the output leaves
     derivative: str  # how one Jacobian element reads, with {y} and {x}
 
+    @property
+    def width(self) -> int:
+        """The number of output elements: a Jacobian's columns."""
+        return sum(s.size for s in self.shapes)
+
     def jacobians(self, mode: str, inputs: Sequence[int]) -> list[np.ndarray]:
         """Per input of ``inputs``, funcgrad's Jacobian ``[x.size, y.size]`` (``y``: the
         outputs, flat)."""
@@ -86,7 +91,7 @@ class _Function:
             ]
         pull = self._pull()
         columns = []
-        for j in range(sum(s.size for s in self.shapes)):
+        for j in range(self.width):
             grads = pull(self._one_hot(j), list(self.point))
             columns.append([np.ravel(grads[i]) for i in inputs])
         return [
@@ -102,7 +107,7 @@ class _Function:
 
     def _one_hot(self, j: int) -> list[np.ndarray]:
         """The cotangent of output element ``j`` (of the outputs, flat)."""
-        flat = np.zeros(sum(s.size for s in self.shapes))
+        flat = np.zeros(self.width)
         flat[j] = 1
         ends = np.cumsum([s.size for s in self.shapes])[:-1]
         return [
@@ -166,9 +171,8 @@ class _Function:
 
     def numerical(self, i: int, delta: float) -> np.ndarray:
         """Input ``i``'s Jacobian ``[x.size, y.size]`` by central differences, in float64."""
-        width = sum(s.size for s in self.shapes)
         rows = [(_flat64(p) - _flat64(n)) / step for p, n, step in self.central(i, delta)]
-        return np.stack(rows) if rows else np.zeros((0, width))
+        return np.stack(rows) if rows else np.zeros((0, self.width))
 
     def gradient(self, mode: str) -> _Function:
         """The gradient of the sum of the outputs in ``mode``, as a function to check."""
@@ -469,7 +473,7 @@ def check_gradients(
             "fg.gradient_override_map or fg.py_func build one), which forward mode cannot "
             "pass through; check it with modes=('rev',)."
         )
-    width = sum(s.size for s in func.shapes)
+    width = func.width
     if order == 2 and "fwd" in modes and any(x.size * width > _DENSE_MAX for x in func.point):
         raise ValueError(
             f"{caller}: order=2 with 'fwd' builds the gradient with jax.jacfwd, whose "
@@ -506,7 +510,7 @@ class _Tolerance:
 def _compare(func: _Function, modes: list[str], tol: _Tolerance, over: str) -> list[str]:
     """One line per input and mode whose Jacobian does not match central differences:
     every element up to ``_DENSE_MAX`` elements, sampled rows beyond."""
-    width = sum(s.size for s in func.shapes)
+    width = func.width
     dense = [i for i, x in enumerate(func.point) if x.size * width <= _DENSE_MAX]
     numerical = {i: func.numerical(i, tol.eps) for i in dense}
     problems = []
