@@ -256,7 +256,7 @@ def _python_dtype(value: Any) -> np.dtype | None:
     return np.dtype(kinds[type(value)]) if type(value) in kinds else None
 
 
-def held(value: Any) -> Any:
+def _held(value: Any) -> Any:
     """An extra as the checkpoint holds it: a JAX array as it is, a NumPy array or scalar
     as a NumPy array of its own dtype (never through JAX, which without
     ``jax_enable_x64`` turns int64 into int32), a Python number as ``tf.Variable`` makes
@@ -535,9 +535,9 @@ class View:
 
     def value(self, item: Item) -> Any:
         """The state's value of ``item``, as the checkpoint holds it (sign, dtype): an
-        extra as :func:`held` says, the state's values as JAX holds them."""
+        extra as :func:`_held` says, the state's values as JAX holds them."""
         if item.what == "extra":
-            return held(self.extras[item.key])
+            return _held(self.extras[item.key])
         return jnp.asarray(self._value(item))
 
     def _value(self, item: Item) -> Any:
