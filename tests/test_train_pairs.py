@@ -364,6 +364,21 @@ def test_pairs_in_tensorflows_wrong_order_are_refused(jit) -> None:
         compiled(step, jit)(opt.init(PARAMS), X)
 
 
+def test_copies_in_tensorflows_wrong_order_are_refused() -> None:
+    """zip(variables, grads) with variables that crossed a jax.jit boundary: no identity
+    to see, but a copy must hold its position's values."""
+    opt = fg.train.MomentumOptimizer(0.1, 0.9)
+    state = opt.init(PARAMS)
+    gvs = jax.jit(lambda p: opt.compute_gradients(_loss, p, X))(state.params)
+    grads, variables = zip(*gvs, strict=True)
+    with pytest.raises(
+        ValueError,
+        match=r"pair 0's variable \(float32\[2, 2\]\) is not a copy of 'W' \(float32\[2, 2\]\), "
+        r"the variable at its position but its gradient is: write zip\(grads, variables\)",
+    ):
+        opt.apply_gradients(zip(variables, grads, strict=True), state)
+
+
 def test_a_gradient_that_is_a_variable_is_applied_with_its_variable() -> None:
     """(w, w) names its variable: a decay step, as in TensorFlow."""
     opt = fg.train.GradientDescentOptimizer(0.5)

@@ -289,9 +289,11 @@ def _position(
     if n_pairs != len(variables):
         return None, f"pair {k}'s variable ({describe(pair[1])}) is not an array of state.params"
     if pair[1] is not None and not _holds(pair[1], variables[k]):
+        swapped = is_array(pair[0]) and _holds(pair[0], variables[k])
         return None, (
             f"pair {k}'s variable ({describe(pair[1])}) is not a copy of {names[k]!r} "
             f"({describe(variables[k])}), the variable at its position"
+            f"{' but its gradient is: write zip(grads, variables)' if swapped else ''}"
         )
     return k, ""
 
