@@ -197,6 +197,51 @@ def test_gradient_returning_wrong_count_or_shape() -> None:
         _grad(scalar)(X)
 
 
+def test_gradient_returning_fewer_cotangents_than_the_op_has_inputs() -> None:
+    """TensorFlow raises "Num gradients 1 generated for op Maximum ... num inputs 2"."""
+    fg.RegisterGradient("test_overrides/one")(lambda op, grad: grad)
+    one = fg.gradient_override_map(jnp.maximum, {"Maximum": "test_overrides/one"})
+    with pytest.raises(
+        ValueError,
+        match=r"'Maximum'.*returned one cotangent for 2 inputs; return a list or tuple with one "
+        r"cotangent per input \(None for zero\)",
+    ):
+        jax.grad(lambda x, y: one(x, y).sum())(X, X)
+
+
+@pytest.mark.parametrize(
+    ("op", "target", "match"),
+    [
+        pytest.param(
+            jnp.maximum,
+            {"Maximum": "Elu"},
+            r"the gradient 'Elu' for 'Maximum': TensorFlow's Elu gradient takes an op with 1 "
+            r"input\(s\) \(x\), but 'Maximum' has 2; map 'Maximum' to a gradient for 2",
+            id="Elu_on_Maximum",
+        ),
+        pytest.param(
+            jnp.maximum,
+            {"Maximum": "LeakyRelu"},
+            r"the gradient 'LeakyRelu' for 'Maximum': TensorFlow's LeakyRelu gradient reads the "
+            r"op's alpha attribute, which 'Maximum' does not have; map jax.nn.leaky_relu",
+            id="LeakyRelu_on_Maximum",
+        ),
+        pytest.param(
+            lambda x, y: jnp.sign(x) * y,
+            {"Sign": "LeakyRelu"},
+            r"LeakyRelu gradient reads the op's alpha attribute, which 'Sign' does not have",
+            id="LeakyRelu_on_Sign",
+        ),
+    ],
+)
+def test_tensorflow_gradient_of_a_jax_call_is_tensorflows_on_other_ops(op, target, match) -> None:
+    """jax.nn.elu's and leaky_relu's slope input is theirs alone: on another op, the second
+    input is not taken for a slope (it was, silently)."""
+    f = fg.gradient_override_map(op, target)
+    with pytest.raises(ValueError, match=match):
+        jax.grad(lambda x, y: f(x, y).sum())(X, X + 1)
+
+
 # --- gradient_override_map: the wrapper ------------------------------------------------------
 
 
