@@ -240,10 +240,16 @@ def _leaky_relu_grad_grad(op: Op, grad: jax.Array) -> tuple[Any, ...]:
     return leaky_relu_grad(grad, x, alpha), jnp.zeros_like(x), None
 
 
-#: ``LeakyReluGrad(dy, x)``: ``x > 0 ? dy : dy * alpha``.
+def _attribute(alpha: Any, dtype: Any) -> Any:
+    """A TensorFlow ``float`` attribute as a kernel of ``dtype`` reads it: rounded to
+    float32 first (``static_cast<T>(alpha)``: ``0.2`` is ``0.20000000298...`` in float64)."""
+    return jnp.asarray(alpha, jnp.float32).astype(dtype)
+
+
+#: ``LeakyReluGrad(dy, x)``: ``x > 0 ? dy : dy * alpha``, ``alpha`` the float32 attribute.
 leaky_relu_grad = _op(
     "LeakyReluGrad",
-    lambda dy, x, alpha: _joined(jnp.where(x > 0, dy, dy * alpha), x),
+    lambda dy, x, alpha: _joined(jnp.where(x > 0, dy, dy * _attribute(alpha, dy.dtype)), x),
     _leaky_relu_grad_grad,
     kernel=True,
 )
