@@ -317,3 +317,57 @@ def test_lookups_with_ids_of_two_dtypes_concatenate():
     g = sparse_gradients(loss, TABLE)[0]
     assert g.indices.dtype == jnp.int32
     assert_slices(g, [1, 2, 4], np.ones((3, D)), jax.grad(loss)(TABLE))
+
+
+OUT_OF_RANGE = jnp.array([1, 9, -1, 4], jnp.int32)  # 9 is past the 7 rows; -1 wraps to 6
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0, mode="clip"), id="take_clip"),
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0, mode="fill"), id="take_fill"),
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0, mode="wrap"), id="take_wrap"),
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0), id="take_default"),
+        pytest.param(lambda e, ids: e[ids], id="getitem"),
+        pytest.param(lambda e, ids: e.at[ids].get(mode="clip"), id="at_get_clip"),
+        pytest.param(
+            lambda e, ids: e.at[ids].get(mode="promise_in_bounds"), id="at_get_promise_in_bounds"
+        ),
+        pytest.param(lambda e, ids: jax.vmap(lambda i: e[i])(ids), id="vmapped_getitem"),
+        pytest.param(
+            lambda e, ids: lax.dynamic_index_in_dim(e, ids[1], keepdims=False)[None],
+            id="dynamic_slice",
+        ),
+    ],
+)
+def test_the_mode_of_a_lookup_decides_its_rows_as_in_jax_grad(lookup):
+    """An id past the table: the gradient goes where ``jax.grad`` puts it (the clamped
+    row for ``mode="clip"`` and a ``dynamic_slice``, nowhere for a filled read)."""
+
+    def loss(e, w):
+        return jnp.sum(jnp.nan_to_num(jnp.tanh(lookup(e, OUT_OF_RANGE) @ w)) ** 2)
+
+    g = jax.jit(lambda e, w: sparse_gradients(loss, e, w)[0])(TABLE, W)
+    assert isinstance(g, fg.IndexedSlices)
+    np.testing.assert_allclose(g.to_dense(), jax.grad(loss)(TABLE, W), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("lookup", "rows"),
+    [
+        pytest.param(
+            lambda e, ids: jnp.take(e, ids, axis=0, mode="clip"), [1, 6, 0, 4], id="take_clip"
+        ),
+        pytest.param(lambda e, ids: e.at[ids].get(mode="clip"), [1, 6, 6, 4], id="at_get_clip"),
+    ],
+)
+def test_a_clamping_lookup_outside_jit_is_no_error(lookup, rows):
+    """``take`` clamps -1 to row 0; ``.at[].get`` wraps it to row 6 first."""
+
+    def loss(e, w):
+        return head(lookup(e, OUT_OF_RANGE), w)
+
+    g = sparse_gradients(loss, TABLE, W)[0]
+    np.testing.assert_array_equal(g.indices, rows)
+    np.testing.assert_allclose(g.to_dense(), jax.grad(loss)(TABLE, W), rtol=1e-5, atol=1e-6)

@@ -268,11 +268,16 @@ def _run(
 
 
 def _row_ids(eqn: core.JaxprEqn, invals: list[Any]) -> Any:
-    """The row id of each row a read gathers, flattened in row-major order."""
+    """The row id of each row a read gathers, flattened in row-major order: clamped into
+    the table where the read clamps (``dynamic_slice``, a gather in ``CLIP`` mode), as
+    is the row it reads and the row ``jax.grad`` gives the gradient."""
+    operand: Any = eqn.invars[0].aval
+    rows = operand.shape[0]
     if eqn.primitive.name == "dynamic_slice":
-        return jnp.reshape(invals[1], (1,))
+        return jnp.clip(jnp.reshape(invals[1], (1,)), 0, rows - 1)
     position = eqn.params["dimension_numbers"].start_index_map.index(0)
-    return jnp.reshape(invals[1][..., position], (-1,))
+    ids = jnp.reshape(invals[1][..., position], (-1,))
+    return jnp.clip(ids, 0, rows - 1) if eqn.params["mode"] == lax.GatherScatterMode.CLIP else ids
 
 
 def _batch_first(eqn: core.JaxprEqn) -> tuple[int, ...]:
