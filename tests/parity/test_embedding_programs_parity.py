@@ -51,14 +51,22 @@ def control_flow_v1(tf):
 
 def _tf_run(tf, build, name, kwargs, feeds):
     """Every global variable by name after each step of ``minimize`` on ``build()``'s loss."""
-    with tf.Graph().as_default():
-        params = {k: tf.compat.v1.get_variable(k, initializer=v) for k, v in INIT.items()}
-        placeholders, loss = build(tf, params)
-        step = tf.compat.v1.train.get_or_create_global_step()
+
+    def train(params, loss, step):
         opt = getattr(tf.compat.v1.train, name)(**kwargs)
         (g_table, _), *_ = opt.compute_gradients(loss, var_list=[params["E"]])
         assert isinstance(g_table, tf.IndexedSlices)  # the sparse rule, as TF1 applies it
-        train = opt.minimize(loss, global_step=step)
+        return opt.minimize(loss, global_step=step)
+
+    return _tf_steps(tf, INIT, build, train, feeds)
+
+
+def _tf_steps(tf, init, build, make_train, feeds):
+    """Every global variable by name after each run of ``make_train(params, loss, step)``."""
+    with tf.Graph().as_default():
+        params = {k: tf.compat.v1.get_variable(k, initializer=v) for k, v in init.items()}
+        placeholders, loss = build(tf, params)
+        train = make_train(params, loss, tf.compat.v1.train.get_or_create_global_step())
         variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
         out = []
         with tf.compat.v1.Session() as sess:
@@ -71,8 +79,12 @@ def _tf_run(tf, build, name, kwargs, feeds):
 
 def _fg_run(tf, tmp_path, loss_fn, name, kwargs, feeds):
     """funcgrad's state by TensorFlow's names after each jitted ``minimize``."""
-    opt = getattr(fg.train, name)(**kwargs)
-    state = opt.init({k: jnp.asarray(v) for k, v in INIT.items()})
+    return _fg_steps(tf, tmp_path, INIT, loss_fn, getattr(fg.train, name)(**kwargs), feeds)
+
+
+def _fg_steps(tf, tmp_path, init, loss_fn, opt, feeds):
+    """funcgrad's state by TensorFlow's names after each jitted ``opt.minimize``."""
+    state = opt.init({k: jnp.asarray(v) for k, v in init.items()})
     step = jax.jit(lambda s, *a: opt.minimize(loss_fn, s, *a)[0])
     out = []
     for i, feed in enumerate(feeds):
@@ -170,4 +182,71 @@ def test_a_lookup_inside_cond(control_flow_v1, tmp_path, name, kwargs):
     feeds = list(zip(IDS, LABELS, preds, strict=True))
     want = _tf_run(tf, _tf_in_cond, name, kwargs, feeds)
     got = _fg_run(tf, tmp_path, _in_cond, name, kwargs, feeds)
+    _assert_same(got, want)
+
+
+# --- wide & deep: one train op of two optimizers ----------------------------------------
+
+WIDE = {
+    "linear/w": (0.1 * _rng.normal(size=(12, 1))).astype(np.float32),  # crossed-feature ids
+    "linear/b": np.zeros(1, np.float32),
+    "dnn/E": (0.5 * _rng.normal(size=(V, D))).astype(np.float32),
+    "dnn/hidden": (0.5 * _rng.normal(size=(2 * D, H))).astype(np.float32),
+    "dnn/logits": (0.5 * _rng.normal(size=(H, 1))).astype(np.float32),
+}
+CROSSED = _rng.integers(1, 9, size=(STEPS, 4, 3)).astype(np.int32)  # 4 examples, 3 ids
+DEEP_IDS = _rng.integers(1, 7, size=(STEPS, 4, 2)).astype(np.int32)
+CLICKS = _rng.integers(0, 2, size=(STEPS, 4)).astype(np.float32)
+LINEAR_VARS, DNN_VARS = ["linear/b", "linear/w"], ["dnn/E", "dnn/hidden", "dnn/logits"]
+FTRL = {"learning_rate": 0.2, "l1_regularization_strength": 0.01}
+ADAGRAD = {"learning_rate": 0.1}
+
+
+def _wide_and_deep(p, crossed, ids, clicks):
+    linear = jnp.sum(p["linear/w"][crossed], axis=(1, 2)) + p["linear/b"][0]
+    rows = p["dnn/E"][ids].reshape(ids.shape[0], -1)
+    deep = (jax.nn.relu(rows @ p["dnn/hidden"]) @ p["dnn/logits"])[:, 0]
+    logits = linear + deep
+    return jnp.mean(_sigmoid_xent(logits, clicks))
+
+
+def _sigmoid_xent(logits, labels):
+    return jnp.maximum(logits, 0) - logits * labels + jnp.log1p(jnp.exp(-jnp.abs(logits)))
+
+
+def _tf_wide_and_deep(tf, p):
+    crossed = tf.compat.v1.placeholder(tf.int32, [4, 3])
+    ids = tf.compat.v1.placeholder(tf.int32, [4, 2])
+    clicks = tf.compat.v1.placeholder(tf.float32, [4])
+    linear = tf.reduce_sum(tf.gather(p["linear/w"], crossed), axis=[1, 2]) + p["linear/b"][0]
+    rows = tf.reshape(tf.nn.embedding_lookup(p["dnn/E"], ids), [4, 2 * D])
+    deep = tf.matmul(tf.nn.relu(tf.matmul(rows, p["dnn/hidden"])), p["dnn/logits"])[:, 0]
+    xent = tf.nn.sigmoid_cross_entropy_with_logits(labels=clicks, logits=linear + deep)
+    return (crossed, ids, clicks), tf.reduce_mean(xent)
+
+
+def test_wide_and_deep_one_train_op(tf, tmp_path):
+    """tf.estimator's DNNLinearCombined train op: both minimizes on one loss at the same
+    values, every member applied, global_step once per step."""
+
+    def train(params, loss, step):
+        linear = tf.compat.v1.train.FtrlOptimizer(**FTRL)
+        dnn = tf.compat.v1.train.AdagradOptimizer(**ADAGRAD)
+        (g_table, _), *_ = dnn.compute_gradients(loss, var_list=[params["dnn/E"]])
+        assert isinstance(g_table, tf.IndexedSlices)
+        ops = [
+            dnn.minimize(loss, var_list=[params[k] for k in DNN_VARS]),
+            linear.minimize(loss, var_list=[params[k] for k in LINEAR_VARS]),
+        ]
+        with tf.control_dependencies([tf.group(*ops)]):
+            return tf.compat.v1.assign_add(step, 1)
+
+    feeds = list(zip(CROSSED, DEEP_IDS, CLICKS, strict=True))
+    want = _tf_steps(tf, WIDE, _tf_wide_and_deep, train, feeds)
+    group = fg.train.OptimizerGroup(
+        dnn=(fg.train.AdagradOptimizer(**ADAGRAD), DNN_VARS),
+        linear=(fg.train.FtrlOptimizer(**FTRL), LINEAR_VARS),
+    )
+    got = _fg_steps(tf, tmp_path, WIDE, _wide_and_deep, group, feeds)
+    assert [int(w["global_step"]) for w in want] == list(range(1, STEPS + 1))
     _assert_same(got, want)
