@@ -118,15 +118,16 @@ class _All(Optimizer):
 
     def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
         names = variable_names(state.params)
-        trained = self._trained(caller, state.params)
-        outside = [
-            n for n, g, t in zip(names, grads, trained, strict=True) if g is not None and not t
-        ]
-        if outside:
-            raise ValueError(
-                f"{caller}: gradients for {outside}, which no optimizer of the group trains; "
-                "drop those pairs, or add the variables to a var_list in the group."
-            )
+        pairs = zip(names, grads, self._trained(caller, state.params), strict=True)
+        _checks.raise_collected(
+            caller,
+            [
+                f"a gradient for {n!r}, which no optimizer of the group trains"
+                for n, g, t in pairs
+                if g is not None and not t
+            ],
+            "drop those pairs, or add the variables to a var_list in the group",
+        )
         step = state.global_step
         for member in self.group._members.values():
             mine = member._trained(caller, state.params)
