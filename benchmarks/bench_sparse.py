@@ -4,12 +4,14 @@ The model: a ``V x 64`` float32 table read by 512 random ids a step (duplicates
 included), then a dense layer ``64 -> 10`` and softmax cross-entropy.  Each variant is
 one jitted step with the state donated (updated in place), timed on the same batches:
 
-* funcgrad ``MomentumOptimizer(0.1, 0.9)`` and ``LazyAdamOptimizer(1e-3)`` given the
-  table's gradient as an ``fg.IndexedSlices`` (the rows of the batch);
+* funcgrad ``GradientDescentOptimizer(0.1)`` (word2vec's step), ``MomentumOptimizer(0.1,
+  0.9)`` and ``LazyAdamOptimizer(1e-3)`` given the table's gradient as an
+  ``fg.IndexedSlices`` (the rows of the batch);
 * optax ``sgd(0.1, momentum=0.9)`` / ``adam(1e-3)`` on the dense gradient — every row,
   every step, as funcgrad did before sparse gradients;
-* a hand-written JAX step that updates the touched rows only (unique ids, summed rows,
-  gather, compute, scatter): the floor a library step should come close to;
+* a hand-written JAX step that updates the touched rows only (SGD: ``E.at[ids].add(-lr
+  * g)``; the others: unique ids, summed rows, gather, compute, scatter): the floor a
+  library step should come close to;
 * PyTorch ``nn.Embedding(sparse=True)`` with ``SGD(momentum=0.9)`` / ``SparseAdam``;
 * TensorFlow 1.x in a session (``MomentumOptimizer`` on its ``IndexedSlices``).
 
@@ -108,6 +110,17 @@ def optax_step(tx: optax.GradientTransformation) -> Callable[..., Any]:
 def _touched(table_rows: int, ids: jax.Array, g_rows: jax.Array) -> tuple[jax.Array, jax.Array]:
     unique, inverse = jnp.unique(ids, size=BATCH, fill_value=table_rows, return_inverse=True)
     return unique, jax.ops.segment_sum(g_rows, inverse.reshape(BATCH), num_segments=BATCH)
+
+
+def hand_sgd_step(lr: float = 0.1) -> Callable[..., Any]:
+    """word2vec's touched-rows SGD step written by hand in JAX: ``E.at[ids].add(-lr * g)``."""
+
+    def step(state: Any, ids: jax.Array, labels: jax.Array) -> Any:
+        table, w = state
+        g_rows, g_w = jax.grad(_loss, argnums=(0, 1))(table[ids], w, labels)
+        return table.at[ids].add(-lr * g_rows), w - lr * g_w
+
+    return jax.jit(step, donate_argnums=0)
 
 
 def hand_momentum_step(lr: float = 0.1, mu: float = 0.9) -> Callable[..., Any]:
@@ -221,6 +234,7 @@ def temp_bytes(step: Callable[..., Any], state: Any, batch: Any) -> int:
 def _variants(rows: int, dense_max: int) -> dict[str, Callable[[list[Any]], Step]]:
     """``{name: make(device_batches) -> run}``: each builds its own state when called."""
     params = lambda: _params(rows)  # noqa: E731
+    sgd = fg.train.GradientDescentOptimizer(0.1)
     momentum = fg.train.MomentumOptimizer(0.1, 0.9)
     lazy = fg.train.LazyAdamOptimizer(1e-3)
 
@@ -239,7 +253,13 @@ def _variants(rows: int, dense_max: int) -> dict[str, Callable[[list[Any]], Step
         state = ((p["E"], p["W"]), (*tables(2), *layers(2)), jnp.float32(0))
         return _runner(hand_lazy_adam_step(), state, b)
 
+    def hand_sgd(b: list[Any]) -> Step:
+        p = params()
+        return _runner(hand_sgd_step(), (p["E"], p["W"]), b)
+
     out: dict[str, Callable[[list[Any]], Step]] = {
+        "funcgrad GradientDescentOptimizer (IndexedSlices)": lambda b: _fg_runner(sgd, rows, b),
+        "hand-written JAX, touched rows, SGD": hand_sgd,
         "funcgrad MomentumOptimizer (IndexedSlices)": lambda b: _fg_runner(momentum, rows, b),
         "hand-written JAX, touched rows, momentum": hand_momentum,
         "funcgrad LazyAdamOptimizer (IndexedSlices)": lambda b: _fg_runner(lazy, rows, b),
@@ -321,6 +341,11 @@ def main() -> None:
     fg_m = "funcgrad MomentumOptimizer (IndexedSlices)"
     for rows, r in table.items():
         for dense, hand, mine in (
+            (
+                "optax dense SGD",
+                "hand-written JAX, touched rows, SGD",
+                "funcgrad GradientDescentOptimizer (IndexedSlices)",
+            ),
             ("optax dense momentum", "hand-written JAX, touched rows, momentum", fg_m),
             (
                 "optax dense Adam",
