@@ -24,6 +24,9 @@ and peer rows are skipped above ``--dense-max`` rows (a 10,000,000 x 64 table is
 2.5 GB; optax's dense Adam would hold five of them).
 
     PYTHONPATH=. python benchmarks/bench_sparse.py --rows 100000 1000000 10000000
+
+``--only GradientDescent SGD`` times only the variants whose name holds one of the words given (on a
+shared machine, fewer variants in a round give steadier ratios).
 """
 
 from __future__ import annotations
@@ -301,7 +304,9 @@ def _timed(runs: dict[str, Step], steps: int, repeats: int) -> dict[str, float]:
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def measure(rows: int, *, steps: int, repeats: int, dense_max: int) -> dict[str, float]:
+def measure(
+    rows: int, *, steps: int, repeats: int, dense_max: int, only: list[str] | None = None
+) -> dict[str, float]:
     """Median seconds per step of every variant at ``rows`` rows (temp sizes printed).
 
     Up to ``dense_max`` rows every variant and peer is built and timed in turn; above
@@ -311,11 +316,14 @@ def measure(rows: int, *, steps: int, repeats: int, dense_max: int) -> dict[str,
     batches = _batches(rows, steps)
     device = [(jnp.asarray(i), jnp.asarray(y)) for i, y in batches]
     variants = _variants(rows, dense_max)
+    if only:
+        variants = {n: m for n, m in variants.items() if any(w in n for w in only)}
     if rows > dense_max:
         return {n: _timed({n: make(device)}, steps, repeats)[n] for n, make in variants.items()}
     runs = {name: make(device) for name, make in variants.items()}
-    runs.update(_torch_rows(rows, batches))
-    runs.update(_tf_rows(rows, batches))
+    if not only:
+        runs.update(_torch_rows(rows, batches))
+        runs.update(_tf_rows(rows, batches))
     return _timed(runs, steps, repeats)
 
 
@@ -325,12 +333,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds")
     parser.add_argument("--dense-max", type=int, default=1_000_000)
+    parser.add_argument("--only", nargs="+", help="time only variants whose name holds a word")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}, batch {BATCH}, dim {DIM}")
     table = {}
     for rows in args.rows:
         table[rows] = measure(
-            rows, steps=args.steps, repeats=args.repeats, dense_max=args.dense_max
+            rows,
+            steps=args.steps,
+            repeats=args.repeats,
+            dense_max=args.dense_max,
+            only=args.only,
         )
     names = list(dict.fromkeys(n for r in table.values() for n in r))
     print("\n| variant | " + " | ".join(f"V = {r:,}" for r in table) + " |")
@@ -353,13 +366,15 @@ def main() -> None:
                 "funcgrad LazyAdamOptimizer (IndexedSlices)",
             ),
         ):
+            if mine not in r or hand not in r:
+                continue
             parts = [
                 f"V={rows:,} {mine.split()[1]}: {r[mine] / r[hand]:.2f}x the hand-written step"
             ]
             if dense in r:
                 parts.append(f"{r[dense] / r[mine]:.1f}x faster than {dense}")
             print("; ".join(parts))
-    if len(table) > 1:
+    if len(table) > 1 and all(fg_m in r for r in table.values()):
         lo, hi = min(table), max(table)
         print(f"growth V={lo:,} -> V={hi:,}: Momentum {table[hi][fg_m] / table[lo][fg_m]:.2f}x")
 
