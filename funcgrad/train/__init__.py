@@ -9,7 +9,8 @@ Every public name is importable from here (``fg.train.X``).  Where each concept 
   GAN's D and G), sharing one ``TrainState``.
 * ``names``: ``variable_names``.
 * ``moving_averages``: ``ExponentialMovingAverage``, TensorFlow's averages of the weights.
-* ``optimizers/``: the nine TF1 optimizers and the optax transformations that hold
+* ``optimizers/``: the TF1 optimizers, the base ``TF1Optimizer`` of a project's own
+  (BERT's ``AdamWeightDecayOptimizer`` is written on it), and the optax transformations that hold
   TensorFlow's update rules.
 * ``schedules/``: TensorFlow's learning-rate decays, and the learning rate held in the
   optimizer state (``scale_by_learning_rate``, ``set_learning_rate``).
@@ -35,6 +36,7 @@ from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers import AdadeltaOptimizer
 from funcgrad.train.optimizers import AdagradOptimizer
 from funcgrad.train.optimizers import AdamOptimizer
+from funcgrad.train.optimizers import AdamWeightDecayOptimizer
 from funcgrad.train.optimizers import FtrlOptimizer
 from funcgrad.train.optimizers import GradientDescentOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
@@ -43,6 +45,9 @@ from funcgrad.train.optimizers import ProximalAdagradOptimizer
 from funcgrad.train.optimizers import ProximalGradientDescentOptimizer
 from funcgrad.train.optimizers import RMSPropOptimizer
 from funcgrad.train.optimizers import ScaleByTfAdamState
+from funcgrad.train.optimizers import TF1Optimizer
+from funcgrad.train.optimizers import TF1OptimizerState
+from funcgrad.train.optimizers import TF1Step
 from funcgrad.train.optimizers import TfFtrlState
 from funcgrad.train.optimizers import TfProximalAdagradState
 from funcgrad.train.optimizers import scale_by_tf_adam
@@ -78,6 +83,7 @@ __all__ = [
     "AdadeltaOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
+    "AdamWeightDecayOptimizer",
     "Checkpointer",
     "EmaState",
     "ExponentialMovingAverage",
@@ -95,6 +101,9 @@ __all__ = [
     "RMSPropOptimizer",
     "ScaleByTfAdamState",
     "SkippedSteps",
+    "TF1Optimizer",
+    "TF1OptimizerState",
+    "TF1Step",
     "TfFtrlState",
     "TfProximalAdagradState",
     "TrainState",

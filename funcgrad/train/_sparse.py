@@ -44,14 +44,17 @@ import optax
 
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train._variables import Flat
+from funcgrad.train.names import variable_names
 
 
 class Rows(NamedTuple):
     """An ``IndexedSlices`` with its duplicates summed: one row of ``values`` per id of
-    ``indices`` (sorted); padding and out-of-range ids are ``rows``, the table's length."""
+    ``indices`` (sorted); padding and out-of-range ids are ``rows``, the table's length.
+    ``name`` is the variable's (for a rule that reads it, as TF's ``var.op.name``)."""
 
     values: jax.Array
     indices: jax.Array
+    name: str = ""
 
 
 #: The sparse rule of one variable: ``(w, slots, rows) -> [new w, *new slots]``.
@@ -157,10 +160,11 @@ def apply(
         global_step,
     )
     leaf_rule = rule(slots, global_step)
+    names = variable_names(flat.params)
     updated = {}
     for j in (j for j, s in enumerate(sparse) if s):
         mine = [x for x, o in zip(leaves, owners, strict=True) if o == j]
-        out = leaf_rule(flat.variables[j], mine, sum_duplicates(grads[j]))
+        out = leaf_rule(flat.variables[j], mine, sum_duplicates(grads[j])._replace(name=names[j]))
         new[j] = out[0]
         updated[j] = iter(out[1:])
     rest = iter(jax.tree.leaves(dense_slots))
