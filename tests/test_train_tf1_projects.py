@@ -258,6 +258,23 @@ def test_an_exclusion_that_matches_no_variable_is_an_error() -> None:
         opt.minimize(_loss, opt.init(PARAMS))
     fine = fg.train.AdamWeightDecayOptimizer(0.1, exclude_from_weight_decay=["LayerNorm"])
     fine.minimize(_loss, fine.init(PARAMS))  # no decay: nothing to exclude from
+    lamb = fg.train.LAMBOptimizer(0.1, exclude_from_layer_adaptation=["LayerNorm"])
+    with pytest.raises(ValueError, match=r"exclude_from_layer_adaptation=\['LayerNorm'\] matches"):
+        lamb.minimize(_loss, lamb.init(PARAMS))
+    with pytest.raises(TypeError, match="exclude_from_layer_adaptation must be None or a list"):
+        fg.train.LAMBOptimizer(0.1, exclude_from_layer_adaptation="bias")
+
+
+def test_lamb_trust_ratio_is_over_the_whole_variable() -> None:
+    opt = fg.train.LAMBOptimizer(0.1, exclude_from_layer_adaptation=["bias"])
+    state = opt.init(PARAMS)
+    grads = jax.grad(_loss)(PARAMS)
+    gvs = [(g, v) for g, v in zip(jax.tree.leaves(grads), jax.tree.leaves(PARAMS), strict=True)]
+    new = opt.apply_gradients(gvs, state).params["dense"]["kernel"]
+    g, w = np.asarray(grads["dense"]["kernel"], np.float64), np.asarray(PARAMS["dense"]["kernel"])
+    u = 0.1 * g / (np.sqrt(0.001 * g * g) + 1e-6)
+    want = w - np.linalg.norm(w) / np.linalg.norm(u) * 0.1 * u
+    np.testing.assert_allclose(new, want, rtol=1e-5)
 
 
 def test_a_subclass_that_breaks_the_contract_gets_a_clear_error() -> None:

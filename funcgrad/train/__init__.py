@@ -39,6 +39,7 @@ from funcgrad.train.optimizers import AdamOptimizer
 from funcgrad.train.optimizers import AdamWeightDecayOptimizer
 from funcgrad.train.optimizers import FtrlOptimizer
 from funcgrad.train.optimizers import GradientDescentOptimizer
+from funcgrad.train.optimizers import LAMBOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
 from funcgrad.train.optimizers import ProximalAdagradOptimizer
@@ -90,6 +91,7 @@ __all__ = [
     "FtrlOptimizer",
     "GradientDescentOptimizer",
     "InjectLearningRateState",
+    "LAMBOptimizer",
     "LazyAdamOptimizer",
     "LossScaleOptimizer",
     "LossScaleState",

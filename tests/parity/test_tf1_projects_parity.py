@@ -2,8 +2,11 @@
 
 BERT: ``AdamWeightDecayOptimizer`` and ``create_optimizer``, transcribed below from
 google-research/bert ``optimization.py`` at commit
-eedf5716ce1268e56f0a50264a88cafad334ac61 (``tf.*`` spelled ``tf.compat.v1.*``).  One
-deviation, in ``create_optimizer``: the hand-written ``global_step`` increment runs after
+ea96c0dda296799488cd98c53179f6b1246f24d3 (``tf.*`` spelled ``tf.compat.v1.*``).  ALBERT:
+``LAMBOptimizer`` from google-research/albert ``lamb_optimizer.py`` at commit
+6ca4dfd0d13495a0a0ed7931f452018e08f93ced, in the same ``create_optimizer`` step (ALBERT's
+own, with its defaults, builds the same graph for ``optimizer="lamb"``).  One deviation,
+in ``create_optimizer``: the hand-written ``global_step`` increment runs after
 the train op (a control dependency), where the original groups the two unordered — so
 whether the learning rate reads the old or the new step is up to TensorFlow's scheduler
 there; funcgrad reads the old one, always.
@@ -139,7 +142,72 @@ def _bert(tf):
                 param_name = m.group(1)
             return param_name
 
-    def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps):
+    class LAMBOptimizer(AdamWeightDecayOptimizer):
+        """LAMB (Layer-wise Adaptive Moments optimizer for Batch training)."""
+
+        def __init__(
+            self,
+            learning_rate,
+            weight_decay_rate=0.0,
+            beta_1=0.9,
+            beta_2=0.999,
+            epsilon=1e-6,
+            exclude_from_weight_decay=None,
+            exclude_from_layer_adaptation=None,
+            name="LAMBOptimizer",
+        ):
+            super().__init__(
+                learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
+                exclude_from_weight_decay, name,
+            )  # fmt: skip
+            if exclude_from_layer_adaptation:
+                self.exclude_from_layer_adaptation = exclude_from_layer_adaptation
+            else:
+                self.exclude_from_layer_adaptation = exclude_from_weight_decay
+
+        def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+            assignments = []
+            for grad, param in grads_and_vars:
+                if grad is None or param is None:
+                    continue
+                param_name = self._get_variable_name(param.name)
+                m = tf1.get_variable(
+                    name=param_name + "/adam_m", shape=param.shape.as_list(), dtype=tf.float32,
+                    trainable=False, initializer=tf1.zeros_initializer(),
+                )  # fmt: skip
+                v = tf1.get_variable(
+                    name=param_name + "/adam_v", shape=param.shape.as_list(), dtype=tf.float32,
+                    trainable=False, initializer=tf1.zeros_initializer(),
+                )  # fmt: skip
+                next_m = tf.multiply(self.beta_1, m) + tf.multiply(1.0 - self.beta_1, grad)
+                next_v = tf.multiply(self.beta_2, v) + tf.multiply(
+                    1.0 - self.beta_2, tf.square(grad)
+                )
+                update = next_m / (tf.sqrt(next_v) + self.epsilon)
+                if self._do_use_weight_decay(param_name):
+                    update += self.weight_decay_rate * param
+                ratio = 1.0
+                if self._do_layer_adaptation(param_name):
+                    w_norm = tf.norm(param, ord=2)
+                    g_norm = tf.norm(update, ord=2)
+                    ratio = tf1.where(
+                        tf.greater(w_norm, 0),
+                        tf1.where(tf.greater(g_norm, 0), (w_norm / g_norm), 1.0),
+                        1.0,
+                    )
+                update_with_lr = ratio * self.learning_rate * update
+                next_param = param - update_with_lr
+                assignments.extend([param.assign(next_param), m.assign(next_m), v.assign(next_v)])
+            return tf.group(*assignments, name=name)
+
+        def _do_layer_adaptation(self, param_name):
+            if self.exclude_from_layer_adaptation:
+                for r in self.exclude_from_layer_adaptation:
+                    if re.search(r, param_name) is not None:
+                        return False
+            return True
+
+    def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, kind="bert", **more):
         global_step = tf1.train.get_or_create_global_step()
         learning_rate = tf.constant(value=init_lr, shape=[], dtype=tf.float32)
         learning_rate = tf1.train.polynomial_decay(
@@ -155,13 +223,14 @@ def _bert(tf):
             warmup_learning_rate = init_lr * warmup_percent_done
             is_warmup = tf.cast(global_steps_int < warmup_steps_int, tf.float32)
             learning_rate = (1.0 - is_warmup) * learning_rate + is_warmup * warmup_learning_rate
-        optimizer = AdamWeightDecayOptimizer(
+        optimizer = {"bert": AdamWeightDecayOptimizer, "lamb": LAMBOptimizer}[kind](
             learning_rate=learning_rate,
             weight_decay_rate=0.01,
             beta_1=0.9,
             beta_2=0.999,
             epsilon=1e-6,
             exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
+            **more,
         )
         tvars = tf1.trainable_variables()
         grads = tf.gradients(loss, tvars)
@@ -180,7 +249,7 @@ def _bert(tf):
 # --- The same, ported to funcgrad (the docs' example) ---------------------------------------
 
 
-def create_optimizer(init_lr, num_train_steps, num_warmup_steps):
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, kind="bert", **more):
     """BERT's ``create_optimizer``, line for line: ``(optimizer, train_op)``."""
     learning_rate = fg.train.polynomial_decay(
         init_lr, num_train_steps, end_learning_rate=0.0, power=1.0, cycle=False
@@ -198,13 +267,15 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps):
             is_warmup = (global_steps_int < warmup_steps_int).astype(jnp.float32)
             return (1.0 - is_warmup) * decayed(global_step) + is_warmup * warmup_learning_rate
 
-    optimizer = fg.train.AdamWeightDecayOptimizer(
+    classes = {"bert": fg.train.AdamWeightDecayOptimizer, "lamb": fg.train.LAMBOptimizer}
+    optimizer = classes[kind](
         learning_rate=learning_rate,
         weight_decay_rate=0.01,
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-6,
         exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
+        **more,
     )
 
     def train_op(loss_fn, state):
@@ -218,34 +289,46 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps):
 
 
 BERT_ARGS = (0.1, 10, 3)  # init_lr, num_train_steps, num_warmup_steps
+#: The optimizers in create_optimizer's step: BERT's, ALBERT's LAMB as ALBERT builds it,
+#: and LAMB adapting the LayerNorm too (its own exclusion list).
+CASES = {
+    "bert": {},
+    "lamb": {"kind": "lamb"},
+    "lamb_exclude_from_layer_adaptation": {
+        "kind": "lamb",
+        "exclude_from_layer_adaptation": ["bias"],
+    },
+}
+_TF_RUNS: dict = {}
 
 
-@pytest.fixture(scope="module")
-def bert_tf(tf, tmp_path_factory):
-    """TensorFlow's 6 steps of BERT's create_optimizer: every variable by name after each
-    step, and a Saver checkpoint at step 3."""
+def _tf_run(tf, tmp_path_factory, case):
+    """TensorFlow's 6 steps of ``create_optimizer`` for ``case``: every variable by name
+    after each step, and a Saver checkpoint at step 3 (run once per case)."""
+    if case not in _TF_RUNS:
+        tf1 = tf.compat.v1
+        prefix = str(tmp_path_factory.mktemp(case) / "model.ckpt-3")
+        with tf.Graph().as_default():
+            _, create = _bert(tf)
+            train_op = create(_tf_loss(tf), *BERT_ARGS, **CASES[case])
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                trajectory = []
+                for step in range(STEPS):
+                    sess.run(train_op)
+                    trajectory.append({v.op.name: sess.run(v) for v in tf1.global_variables()})
+                    if step == 2:
+                        tf1.train.Saver().save(sess, prefix)
+        _TF_RUNS[case] = trajectory, prefix
+    return _TF_RUNS[case]
+
+
+def _tf_continue(tf, prefix, steps, case):
+    """TensorFlow's run of ``case`` restored from ``prefix`` and run ``steps`` steps."""
     tf1 = tf.compat.v1
-    prefix = str(tmp_path_factory.mktemp("bert_tf") / "model.ckpt-3")
     with tf.Graph().as_default():
         _, create = _bert(tf)
-        train_op = create(_tf_loss(tf), *BERT_ARGS)
-        with tf1.Session() as sess:
-            sess.run(tf1.global_variables_initializer())
-            trajectory = []
-            for step in range(STEPS):
-                sess.run(train_op)
-                trajectory.append({v.op.name: sess.run(v) for v in tf1.global_variables()})
-                if step == 2:
-                    tf1.train.Saver().save(sess, prefix)
-    return trajectory, prefix
-
-
-def _tf_continue(tf, prefix, steps):
-    """TensorFlow's BERT run restored from ``prefix`` and run ``steps`` steps."""
-    tf1 = tf.compat.v1
-    with tf.Graph().as_default():
-        _, create = _bert(tf)
-        train_op = create(_tf_loss(tf), *BERT_ARGS)
+        train_op = create(_tf_loss(tf), *BERT_ARGS, **CASES[case])
         with tf1.Session() as sess:
             tf1.train.Saver().restore(sess, prefix)
             for _ in range(steps):
@@ -275,9 +358,10 @@ def _fg_run(state, train_op, steps):
     return states
 
 
-def test_bert_create_optimizer_six_steps(tf, tmp_path, bert_tf) -> None:
-    trajectory, _ = bert_tf
-    opt, train_op = create_optimizer(*BERT_ARGS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_create_optimizer_six_steps(tf, tmp_path, tmp_path_factory, case) -> None:
+    trajectory, _ = _tf_run(tf, tmp_path_factory, case)
+    opt, train_op = create_optimizer(*BERT_ARGS, **CASES[case])
     states = _fg_run(opt.init(_params()), train_op, STEPS)
     assert "embeddings/word_embeddings/adam_m" in trajectory[-1]
     for state, want in zip(states, trajectory, strict=True):
@@ -286,9 +370,12 @@ def test_bert_create_optimizer_six_steps(tf, tmp_path, bert_tf) -> None:
     assert np.all(table[[0, 2, 5]] == 0) and np.all(table[[1, 3, 4]] != 0)
 
 
-def test_bert_resume_from_a_tensorflow_checkpoint_and_the_other_way(tf, tmp_path, bert_tf) -> None:
-    trajectory, tf_prefix = bert_tf
-    opt, train_op = create_optimizer(*BERT_ARGS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_resume_from_a_tensorflow_checkpoint_and_the_other_way(
+    tf, tmp_path, tmp_path_factory, case
+) -> None:
+    trajectory, tf_prefix = _tf_run(tf, tmp_path_factory, case)
+    opt, train_op = create_optimizer(*BERT_ARGS, **CASES[case])
     template = opt.init(jax.tree.map(jnp.zeros_like, _params()))
     restored = fg.train.restore_tf_checkpoint(tf_prefix, template, opt)
     assert int(restored.global_step) == 3
@@ -297,7 +384,7 @@ def test_bert_resume_from_a_tensorflow_checkpoint_and_the_other_way(tf, tmp_path
 
     own = _fg_run(opt.init(_params()), train_op, 3)[-1]
     fg_prefix = fg.train.save_tf_checkpoint(str(tmp_path / "own" / "model.ckpt-3"), own, opt)
-    _assert_same(_tf_continue(tf, fg_prefix, 3), trajectory[-1])
+    _assert_same(_tf_continue(tf, fg_prefix, 3, case), trajectory[-1])
 
 
 def test_adam_weight_decay_optimizer_defaults(tf, run_tf1_steps) -> None:

@@ -3,7 +3,8 @@ that hold TensorFlow's update rules where optax's differ.
 
 * ``base``: ``TF1Optimizer``, the base of an optimizer written as a ``tf.train.Optimizer``
   subclass (slots, non-slot variables, ``_apply_dense`` / ``_apply_sparse``).
-* ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``.
+* ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``; ``albert``: ALBERT's
+  ``LAMBOptimizer``, on BERT's.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
 * ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
@@ -12,10 +13,12 @@ that hold TensorFlow's update rules where optax's differ.
   shared by the dense transformations and the sparse rules.
 """
 
+from funcgrad.train.optimizers import albert
 from funcgrad.train.optimizers import base
 from funcgrad.train.optimizers import bert
 from funcgrad.train.optimizers import tf1
 from funcgrad.train.optimizers import transforms
+from funcgrad.train.optimizers.albert import LAMBOptimizer as LAMBOptimizer
 from funcgrad.train.optimizers.base import TF1Optimizer as TF1Optimizer
 from funcgrad.train.optimizers.base import TF1OptimizerState as TF1OptimizerState
 from funcgrad.train.optimizers.base import TF1Step as TF1Step
@@ -42,4 +45,4 @@ from funcgrad.train.optimizers.transforms import (
     tf_proximal_gradient_descent as tf_proximal_gradient_descent,
 )
 
-__all__ = base.__all__ + bert.__all__ + tf1.__all__ + transforms.__all__
+__all__ = albert.__all__ + base.__all__ + bert.__all__ + tf1.__all__ + transforms.__all__

@@ -1,6 +1,6 @@
 r"""BERT's optimizer (``google-research/bert``, ``optimization.py``), on :class:`TF1Optimizer`.
 
-Source: https://github.com/google-research/bert/blob/eedf5716ce1268e56f0a50264a88cafad334ac61/optimization.py
+Source: https://github.com/google-research/bert/blob/ea96c0dda296799488cd98c53179f6b1246f24d3/optimization.py
 (ALBERT and ELECTRA copy it).  The class below reads as the original does: its
 ``apply_gradients`` loop body, for one ``(grad, param)``, is ``_apply_dense``; its two
 ``tf.get_variable(name=param_name + "/adam_m")`` are the ``slots`` (TF names
@@ -98,6 +98,18 @@ class AdamWeightDecayOptimizer(TF1Optimizer):
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         param_name = self._get_variable_name(step.name)
 
+        update, next_slots = self._adam_update(grad, param, slots, param_name)
+
+        update_with_lr = step.learning_rate * update
+
+        next_param = param - update_with_lr
+
+        return next_param, next_slots
+
+    def _adam_update(
+        self, grad: jax.Array, param: jax.Array, slots: dict[str, jax.Array], param_name: str
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """The update before the learning rate, and the new slots (shared with LAMB)."""
         m = slots["adam_m"]
         v = slots["adam_v"]
 
@@ -110,11 +122,7 @@ class AdamWeightDecayOptimizer(TF1Optimizer):
         if self._do_use_weight_decay(param_name):
             update += self.weight_decay_rate * param
 
-        update_with_lr = step.learning_rate * update
-
-        next_param = param - update_with_lr
-
-        return next_param, {"adam_m": next_m, "adam_v": next_v}
+        return update, {"adam_m": next_m, "adam_v": next_v}
 
     def _do_use_weight_decay(self, param_name: str) -> bool:
         """Whether to use L2 weight decay for `param_name`."""
