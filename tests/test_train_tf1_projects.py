@@ -246,6 +246,8 @@ def test_bad_hyperparameters_are_clear_errors() -> None:
         fg.train.AdamWeightDecayOptimizer(0.1, exclude_from_weight_decay="bias")
     with pytest.raises(ValueError, match="not a regular expression"):
         fg.train.AdamWeightDecayOptimizer(0.1, exclude_from_weight_decay=["bias("])
+    with pytest.raises(TypeError, match=r"beta1 must be a number.*epsilon must be a number"):
+        fg.train.AdaMaxOptimizer(0.1, beta1=[0.9], epsilon=None)
     with pytest.raises(TypeError, match="learning_rate must be a number or a schedule"):
         fg.train.AdamWeightDecayOptimizer("0.1")
 

@@ -35,6 +35,7 @@ from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers import AdadeltaOptimizer
 from funcgrad.train.optimizers import AdagradOptimizer
+from funcgrad.train.optimizers import AdaMaxOptimizer
 from funcgrad.train.optimizers import AdamOptimizer
 from funcgrad.train.optimizers import AdamWeightDecayOptimizer
 from funcgrad.train.optimizers import FtrlOptimizer
@@ -42,6 +43,7 @@ from funcgrad.train.optimizers import GradientDescentOptimizer
 from funcgrad.train.optimizers import LAMBOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
+from funcgrad.train.optimizers import NadamOptimizer
 from funcgrad.train.optimizers import ProximalAdagradOptimizer
 from funcgrad.train.optimizers import ProximalGradientDescentOptimizer
 from funcgrad.train.optimizers import RMSPropOptimizer
@@ -81,6 +83,7 @@ from funcgrad.train.wrappers import skipped_steps
 
 __all__ = [
     "AccumulateGradientsState",
+    "AdaMaxOptimizer",
     "AdadeltaOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
@@ -96,6 +99,7 @@ __all__ = [
     "LossScaleOptimizer",
     "LossScaleState",
     "MomentumOptimizer",
+    "NadamOptimizer",
     "Optimizer",
     "OptimizerGroup",
     "ProximalAdagradOptimizer",

@@ -11,10 +11,14 @@ the train op (a control dependency), where the original groups the two unordered
 whether the learning rate reads the old or the new step is up to TensorFlow's scheduler
 there; funcgrad reads the old one, always.
 
+tf.contrib.opt (r1.15): ``AdaMaxOptimizer`` and ``NadamOptimizer``, transcribed (files and
+commits at their transcription) in a plain ``minimize(loss, global_step)``.
+
 The model has a dense layer, a bias, a ``LayerNorm/gamma`` and an embedding table read by
-a gather (ids repeat, rows 0, 2 and 5 are never read).  Every variable and slot is
-compared by its TF name after each of 6 steps, and a run resumed from a TF ``Saver``
-checkpoint at step 3 (and TensorFlow resumed from funcgrad's) continues both trajectories.
+a gather (ids repeat, rows 0 and 5 are never read, rows 2 and 4 every other step).  Every
+variable and slot is compared by its TF name after each of 6 steps, and a run resumed from
+a TF ``Saver`` checkpoint at step 3 (and TensorFlow resumed from funcgrad's) continues
+both trajectories.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ E0 = (_rng.standard_normal((6, 3)) * 0.5).astype(np.float32)
 K0 = (_rng.standard_normal((3, 4)) * 0.5).astype(np.float32)
 B0 = (_rng.standard_normal(4) * 0.1).astype(np.float32)
 G0 = (1 + _rng.standard_normal(4) * 0.1).astype(np.float32)
-IDS = np.array([1, 3, 1, 4], np.int32)
+#: The ids of each step, by step parity: ids repeat, rows 0 and 5 are never read, rows 2
+#: and 4 every other step (where a sparse rule and a dense one part).
+IDS = np.array([[1, 3, 1, 4], [3, 2, 3, 3]], np.int32)
 Y = _rng.standard_normal((4, 4)).astype(np.float32)
 STEPS = 6
 # float32 rounding over 6 steps of an Adam-type rule whose denominators are small.
@@ -48,14 +54,16 @@ def _params():
     }
 
 
-def _loss(params):
-    x = params["embeddings"]["word_embeddings"][IDS]
+def _loss(params, ids):
+    x = params["embeddings"]["word_embeddings"][ids]
     h = jnp.tanh(x @ params["dense"]["kernel"] + params["dense"]["bias"][None, :])
     return jnp.mean((params["LayerNorm"]["gamma"][None, :] * h - Y) ** 2)
 
 
 def _tf_loss(tf):
+    """The loss, and the placeholder of the ids it reads."""
     tf1 = tf.compat.v1
+    ids = tf1.placeholder(tf.int32, [4], name="ids")
     with tf1.variable_scope("embeddings"):
         table = tf1.get_variable("word_embeddings", initializer=E0)
     with tf1.variable_scope("dense"):
@@ -63,9 +71,9 @@ def _tf_loss(tf):
         bias = tf1.get_variable("bias", initializer=B0)
     with tf1.variable_scope("LayerNorm"):
         gamma = tf1.get_variable("gamma", initializer=G0)
-    x = tf.gather(table, IDS)
+    x = tf.gather(table, ids)
     h = tf.tanh(tf.matmul(x, kernel) + bias)
-    return tf.reduce_mean((gamma * h - Y) ** 2)
+    return tf.reduce_mean((gamma * h - Y) ** 2), ids
 
 
 # --- BERT's optimization.py, transcribed (see the module docstring) ---------------------
@@ -246,6 +254,117 @@ def _bert(tf):
     return AdamWeightDecayOptimizer, create_optimizer
 
 
+# --- tf.contrib.opt (r1.15), transcribed: tensorflow/contrib/opt/python/training/ ----------
+# adamax.py at commit 00db8b5b4efff8a5925278d75f3a850d1625f75a and nadam_optimizer.py at
+# commit 05712d4690f39128f69d311e28b8e7181699394b; the dense rules call the kernels TF 2.21
+# still has (tf.raw_ops.ResourceApplyAdaMax, ResourceApplyAdam with use_nesterov).
+
+
+def _contrib(tf):
+    tf1 = tf.compat.v1
+
+    class AdaMaxOptimizer(tf1.train.AdamOptimizer):
+        def __init__(
+            self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, name="AdaMax"
+        ):
+            super().__init__(learning_rate, beta1, beta2, epsilon, False, name)
+
+        def _resource_apply_dense(self, grad, var):
+            m = self.get_slot(var, "m")
+            v = self.get_slot(var, "v")
+            beta1_power, _ = self._get_beta_accumulators()
+            return tf.raw_ops.ResourceApplyAdaMax(
+                var=var.handle, m=m.handle, v=v.handle,
+                beta1_power=tf.cast(beta1_power, grad.dtype.base_dtype),
+                lr=tf.cast(self._lr_t, grad.dtype.base_dtype),
+                beta1=tf.cast(self._beta1_t, grad.dtype.base_dtype),
+                beta2=tf.cast(self._beta2_t, grad.dtype.base_dtype),
+                epsilon=tf.cast(self._epsilon_t, grad.dtype.base_dtype), grad=grad,
+            )  # fmt: skip
+
+        def _apply_sparse_shared(self, grad, var, indices, scatter_add, scatter_update):
+            beta1_power, _ = self._get_beta_accumulators()
+            beta1_power = tf.cast(beta1_power, var.dtype.base_dtype)
+            lr_t = tf.cast(self._lr_t, var.dtype.base_dtype)
+            beta1_t = tf.cast(self._beta1_t, var.dtype.base_dtype)
+            beta2_t = tf.cast(self._beta2_t, var.dtype.base_dtype)
+            epsilon_t = tf.cast(self._epsilon_t, var.dtype.base_dtype)
+            m = self.get_slot(var, "m")
+            m_slice = tf.gather(m, indices)
+            m_t_slice = m_slice * beta1_t + grad * (1 - beta1_t)
+            with tf.control_dependencies([m_t_slice]):
+                m_t = scatter_update(m, indices, m_t_slice)
+            v = self.get_slot(var, "v")
+            v_slice = tf.gather(v, indices)
+            v_t_slice = tf.maximum(v_slice * beta2_t, tf.abs(grad))
+            with tf.control_dependencies([v_t_slice]):
+                v_t = scatter_update(v, indices, v_t_slice)
+            var_slice = -lr_t / (1 - beta1_power) * (m_t_slice / (v_t_slice + epsilon_t))
+            with tf.control_dependencies([var_slice]):
+                var_update = scatter_add(var, indices, var_slice)
+            return tf.group(*[var_update, m_t, v_t])
+
+        def _resource_scatter_update(self, x, i, v):
+            with tf.control_dependencies([tf.raw_ops.ResourceScatterUpdate(
+                resource=x.handle, indices=i, updates=v
+            )]):  # fmt: skip
+                return x.value()
+
+        def _resource_apply_sparse(self, grad, var, indices):
+            return self._apply_sparse_shared(
+                grad, var, indices, self._resource_scatter_add, self._resource_scatter_update
+            )
+
+    class NadamOptimizer(tf1.train.AdamOptimizer):
+        def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-08, name="Adam"):
+            super().__init__(learning_rate, beta1, beta2, epsilon, False, name)
+
+        def _resource_apply_dense(self, grad, var):
+            m = self.get_slot(var, "m")
+            v = self.get_slot(var, "v")
+            beta1_power, beta2_power = self._get_beta_accumulators()
+            return tf.raw_ops.ResourceApplyAdam(
+                var=var.handle, m=m.handle, v=v.handle,
+                beta1_power=tf.cast(beta1_power, grad.dtype.base_dtype),
+                beta2_power=tf.cast(beta2_power, grad.dtype.base_dtype),
+                lr=tf.cast(self._lr_t, grad.dtype.base_dtype),
+                beta1=tf.cast(self._beta1_t, grad.dtype.base_dtype),
+                beta2=tf.cast(self._beta2_t, grad.dtype.base_dtype),
+                epsilon=tf.cast(self._epsilon_t, grad.dtype.base_dtype), grad=grad,
+                use_nesterov=True,
+            )  # fmt: skip
+
+        def _apply_sparse_shared(self, grad, var, indices, scatter_add):
+            beta1_power, beta2_power = self._get_beta_accumulators()
+            beta1_power = tf.cast(beta1_power, var.dtype.base_dtype)
+            beta2_power = tf.cast(beta2_power, var.dtype.base_dtype)
+            lr_t = tf.cast(self._lr_t, var.dtype.base_dtype)
+            beta1_t = tf.cast(self._beta1_t, var.dtype.base_dtype)
+            beta2_t = tf.cast(self._beta2_t, var.dtype.base_dtype)
+            epsilon_t = tf.cast(self._epsilon_t, var.dtype.base_dtype)
+            lr = lr_t * tf.sqrt(1 - beta2_power) / (1 - beta1_power)
+            m = self.get_slot(var, "m")
+            m_scaled_g_values = grad * (1 - beta1_t)
+            m_t = tf1.assign(m, m * beta1_t)
+            with tf.control_dependencies([m_t]):
+                m_t = scatter_add(m, indices, m_scaled_g_values)
+                m_bar = m_scaled_g_values + beta1_t * tf.gather(m_t, indices)
+            v = self.get_slot(var, "v")
+            v_scaled_g_values = (grad * grad) * (1 - beta2_t)
+            v_t = tf1.assign(v, v * beta2_t)
+            with tf.control_dependencies([v_t]):
+                v_t = scatter_add(v, indices, v_scaled_g_values)
+            v_t_slice = tf.gather(v_t, indices)
+            v_sqrt = tf.sqrt(v_t_slice)
+            var_update = scatter_add(var, indices, -lr * m_bar / (v_sqrt + epsilon_t))
+            return tf.group(*[var_update, m_bar, v_t])
+
+        def _resource_apply_sparse(self, grad, var, indices):
+            return self._apply_sparse_shared(grad, var, indices, self._resource_scatter_add)
+
+    return {"AdaMaxOptimizer": AdaMaxOptimizer, "NadamOptimizer": NadamOptimizer}
+
+
 # --- The same, ported to funcgrad (the docs' example) ---------------------------------------
 
 
@@ -278,8 +397,9 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, kind="bert", **
         **more,
     )
 
-    def train_op(loss_fn, state):
-        grads, tvars = zip(*optimizer.compute_gradients(loss_fn, state.params), strict=True)
+    def train_op(loss_fn, state, *batch):
+        gvs = optimizer.compute_gradients(loss_fn, state.params, *batch)
+        grads, tvars = zip(*gvs, strict=True)
         (grads, _) = fg.clip_by_global_norm(grads, clip_norm=1.0)
         # apply_gradients also does BERT's `new_global_step = global_step + 1`, after
         # the learning rate has read global_step.
@@ -291,7 +411,7 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, kind="bert", **
 BERT_ARGS = (0.1, 10, 3)  # init_lr, num_train_steps, num_warmup_steps
 #: The optimizers in create_optimizer's step: BERT's, ALBERT's LAMB as ALBERT builds it,
 #: and LAMB adapting the LayerNorm too (its own exclusion list).
-CASES = {
+STEP_CASES = {
     "bert": {},
     "lamb": {"kind": "lamb"},
     "lamb_exclude_from_layer_adaptation": {
@@ -299,23 +419,50 @@ CASES = {
         "exclude_from_layer_adaptation": ["bias"],
     },
 }
+#: The optimizers in a plain ``minimize(loss, global_step)``: class name, arguments.
+MINIMIZE_CASES = {
+    "adamax": ("AdaMaxOptimizer", {"learning_rate": 0.05}),
+    "adamax_args": ("AdaMaxOptimizer", {"learning_rate": 0.02, "beta1": 0.5, "beta2": 0.9}),
+    "nadam": ("NadamOptimizer", {"learning_rate": 0.05}),
+    "nadam_args": ("NadamOptimizer", {"learning_rate": 0.02, "beta1": 0.5, "epsilon": 1e-3}),
+}
+CASES = [*STEP_CASES, *MINIMIZE_CASES]
 _TF_RUNS: dict = {}
 
 
+def _tf_train_op(tf, case):
+    """The TF1 train op of ``case`` in the current graph."""
+    loss, ids = _tf_loss(tf)
+    if case in STEP_CASES:
+        _, create = _bert(tf)
+        return create(loss, *BERT_ARGS, **STEP_CASES[case]), ids
+    name, kwargs = MINIMIZE_CASES[case]
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    return _contrib(tf)[name](**kwargs).minimize(loss, global_step=global_step), ids
+
+
+def _fg_case(case):
+    """funcgrad's ``(optimizer, train_op(loss_fn, state))`` of ``case``."""
+    if case in STEP_CASES:
+        return create_optimizer(*BERT_ARGS, **STEP_CASES[case])
+    name, kwargs = MINIMIZE_CASES[case]
+    opt = getattr(fg.train, name)(**kwargs)
+    return opt, lambda loss_fn, state, *batch: opt.minimize(loss_fn, state, *batch)[0]
+
+
 def _tf_run(tf, tmp_path_factory, case):
-    """TensorFlow's 6 steps of ``create_optimizer`` for ``case``: every variable by name
-    after each step, and a Saver checkpoint at step 3 (run once per case)."""
+    """TensorFlow's 6 steps of ``case``: every variable by name after each step, and a
+    Saver checkpoint at step 3 (run once per case)."""
     if case not in _TF_RUNS:
         tf1 = tf.compat.v1
         prefix = str(tmp_path_factory.mktemp(case) / "model.ckpt-3")
         with tf.Graph().as_default():
-            _, create = _bert(tf)
-            train_op = create(_tf_loss(tf), *BERT_ARGS, **CASES[case])
+            train_op, ids = _tf_train_op(tf, case)
             with tf1.Session() as sess:
                 sess.run(tf1.global_variables_initializer())
                 trajectory = []
                 for step in range(STEPS):
-                    sess.run(train_op)
+                    sess.run(train_op, {ids: IDS[step % 2]})
                     trajectory.append({v.op.name: sess.run(v) for v in tf1.global_variables()})
                     if step == 2:
                         tf1.train.Saver().save(sess, prefix)
@@ -327,12 +474,11 @@ def _tf_continue(tf, prefix, steps, case):
     """TensorFlow's run of ``case`` restored from ``prefix`` and run ``steps`` steps."""
     tf1 = tf.compat.v1
     with tf.Graph().as_default():
-        _, create = _bert(tf)
-        train_op = create(_tf_loss(tf), *BERT_ARGS, **CASES[case])
+        train_op, ids = _tf_train_op(tf, case)
         with tf1.Session() as sess:
             tf1.train.Saver().restore(sess, prefix)
-            for _ in range(steps):
-                sess.run(train_op)
+            for step in range(STEPS - steps, STEPS):
+                sess.run(train_op, {ids: IDS[step % 2]})
             return {v.op.name: sess.run(v) for v in tf1.global_variables()}
 
 
@@ -350,32 +496,33 @@ def _assert_same(got, want):
 
 
 def _fg_run(state, train_op, steps):
-    step = jax.jit(lambda s: train_op(_loss, s), donate_argnums=0)
+    step = jax.jit(lambda s, ids: train_op(_loss, s, ids), donate_argnums=0)
     states = []
     for _ in range(steps):
-        state = step(state)
+        state = step(state, IDS[int(state.global_step) % 2])
         states.append(jax.tree.map(jnp.copy, state))  # the donated one is gone next step
     return states
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_create_optimizer_six_steps(tf, tmp_path, tmp_path_factory, case) -> None:
+@pytest.mark.parametrize("case", CASES)
+def test_six_steps(tf, tmp_path, tmp_path_factory, case) -> None:
     trajectory, _ = _tf_run(tf, tmp_path_factory, case)
-    opt, train_op = create_optimizer(*BERT_ARGS, **CASES[case])
+    opt, train_op = _fg_case(case)
     states = _fg_run(opt.init(_params()), train_op, STEPS)
-    assert "embeddings/word_embeddings/adam_m" in trajectory[-1]
     for state, want in zip(states, trajectory, strict=True):
         _assert_same(_by_tf_name(tf, tmp_path, state, opt), want)
-    table = trajectory[-1]["embeddings/word_embeddings/adam_m"]
-    assert np.all(table[[0, 2, 5]] == 0) and np.all(table[[1, 3, 4]] != 0)
+    table = trajectory[-1]["embeddings/word_embeddings"]  # rows never read: as they were?
+    moved = not np.array_equal(table[[0, 5]], E0[[0, 5]])
+    assert moved == (case in STEP_CASES)  # dense rules decay them; sparse rules do not
+    assert not np.array_equal(table[[1, 2, 3, 4]], E0[[1, 2, 3, 4]])
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", CASES)
 def test_resume_from_a_tensorflow_checkpoint_and_the_other_way(
     tf, tmp_path, tmp_path_factory, case
 ) -> None:
     trajectory, tf_prefix = _tf_run(tf, tmp_path_factory, case)
-    opt, train_op = create_optimizer(*BERT_ARGS, **CASES[case])
+    opt, train_op = _fg_case(case)
     template = opt.init(jax.tree.map(jnp.zeros_like, _params()))
     restored = fg.train.restore_tf_checkpoint(tf_prefix, template, opt)
     assert int(restored.global_step) == 3
@@ -385,25 +532,3 @@ def test_resume_from_a_tensorflow_checkpoint_and_the_other_way(
     own = _fg_run(opt.init(_params()), train_op, 3)[-1]
     fg_prefix = fg.train.save_tf_checkpoint(str(tmp_path / "own" / "model.ckpt-3"), own, opt)
     _assert_same(_tf_continue(tf, fg_prefix, 3, case), trajectory[-1])
-
-
-def test_adam_weight_decay_optimizer_defaults(tf, run_tf1_steps) -> None:
-    """The class alone, with its defaults (no decay) and a decay with no exclusions."""
-    AdamWeightDecayOptimizer, _ = _bert(tf)
-    for kwargs in ({}, {"weight_decay_rate": 0.1}):
-
-        def build(kwargs=kwargs):
-            opt = AdamWeightDecayOptimizer(0.05, **kwargs)
-            train_op = opt.minimize(_tf_loss(tf))
-            return train_op, {v.op.name: v for v in tf.compat.v1.global_variables()}
-
-        want = run_tf1_steps(build, STEPS)
-        opt = fg.train.AdamWeightDecayOptimizer(0.05, **kwargs)
-        step = jax.jit(lambda s, opt=opt: opt.minimize(_loss, s)[0])
-        state = opt.init(_params())
-        for expected in want:
-            state = step(state)
-            names = fg.train.variable_names(state.params)
-            got = dict(zip(names, jax.tree.leaves(state.params), strict=True))
-            for name, value in got.items():
-                np.testing.assert_allclose(value, expected[name], rtol=RTOL, atol=ATOL)

@@ -4,7 +4,8 @@ that hold TensorFlow's update rules where optax's differ.
 * ``base``: ``TF1Optimizer``, the base of an optimizer written as a ``tf.train.Optimizer``
   subclass (slots, non-slot variables, ``_apply_dense`` / ``_apply_sparse``).
 * ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``; ``albert``: ALBERT's
-  ``LAMBOptimizer``, on BERT's.
+  ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer`` and
+  ``NadamOptimizer``.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
 * ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
@@ -16,6 +17,7 @@ that hold TensorFlow's update rules where optax's differ.
 from funcgrad.train.optimizers import albert
 from funcgrad.train.optimizers import base
 from funcgrad.train.optimizers import bert
+from funcgrad.train.optimizers import contrib
 from funcgrad.train.optimizers import tf1
 from funcgrad.train.optimizers import transforms
 from funcgrad.train.optimizers.albert import LAMBOptimizer as LAMBOptimizer
@@ -23,6 +25,8 @@ from funcgrad.train.optimizers.base import TF1Optimizer as TF1Optimizer
 from funcgrad.train.optimizers.base import TF1OptimizerState as TF1OptimizerState
 from funcgrad.train.optimizers.base import TF1Step as TF1Step
 from funcgrad.train.optimizers.bert import AdamWeightDecayOptimizer as AdamWeightDecayOptimizer
+from funcgrad.train.optimizers.contrib import AdaMaxOptimizer as AdaMaxOptimizer
+from funcgrad.train.optimizers.contrib import NadamOptimizer as NadamOptimizer
 from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer as AdadeltaOptimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer
@@ -45,4 +49,11 @@ from funcgrad.train.optimizers.transforms import (
     tf_proximal_gradient_descent as tf_proximal_gradient_descent,
 )
 
-__all__ = albert.__all__ + base.__all__ + bert.__all__ + tf1.__all__ + transforms.__all__
+__all__ = (
+    albert.__all__
+    + base.__all__
+    + bert.__all__
+    + contrib.__all__
+    + tf1.__all__
+    + transforms.__all__
+)
