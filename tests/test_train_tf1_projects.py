@@ -248,6 +248,10 @@ def test_bad_hyperparameters_are_clear_errors() -> None:
         fg.train.AdamWeightDecayOptimizer(0.1, exclude_from_weight_decay=["bias("])
     with pytest.raises(TypeError, match=r"beta1 must be a number.*epsilon must be a number"):
         fg.train.AdaMaxOptimizer(0.1, beta1=[0.9], epsilon=None)
+    with pytest.raises(TypeError, match=r"sign_decay_fn must be None or a function.*get_linear"):
+        fg.train.PowerSignOptimizer(0.1, sign_decay_fn=0.5)
+    with pytest.raises(TypeError, match="base must be a number"):
+        fg.train.PowerSignOptimizer(0.1, base="e")
     with pytest.raises(TypeError, match="learning_rate must be a number or a schedule"):
         fg.train.AdamWeightDecayOptimizer("0.1")
 

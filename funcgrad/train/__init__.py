@@ -38,12 +38,14 @@ from funcgrad.train.optimizers import AdagradOptimizer
 from funcgrad.train.optimizers import AdaMaxOptimizer
 from funcgrad.train.optimizers import AdamOptimizer
 from funcgrad.train.optimizers import AdamWeightDecayOptimizer
+from funcgrad.train.optimizers import AddSignOptimizer
 from funcgrad.train.optimizers import FtrlOptimizer
 from funcgrad.train.optimizers import GradientDescentOptimizer
 from funcgrad.train.optimizers import LAMBOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
 from funcgrad.train.optimizers import NadamOptimizer
+from funcgrad.train.optimizers import PowerSignOptimizer
 from funcgrad.train.optimizers import ProximalAdagradOptimizer
 from funcgrad.train.optimizers import ProximalGradientDescentOptimizer
 from funcgrad.train.optimizers import RMSPropOptimizer
@@ -53,6 +55,9 @@ from funcgrad.train.optimizers import TF1OptimizerState
 from funcgrad.train.optimizers import TF1Step
 from funcgrad.train.optimizers import TfFtrlState
 from funcgrad.train.optimizers import TfProximalAdagradState
+from funcgrad.train.optimizers import get_cosine_decay_fn
+from funcgrad.train.optimizers import get_linear_decay_fn
+from funcgrad.train.optimizers import get_restart_decay_fn
 from funcgrad.train.optimizers import scale_by_tf_adam
 from funcgrad.train.optimizers import tf_ftrl
 from funcgrad.train.optimizers import tf_proximal_adagrad
@@ -88,6 +93,7 @@ __all__ = [
     "AdagradOptimizer",
     "AdamOptimizer",
     "AdamWeightDecayOptimizer",
+    "AddSignOptimizer",
     "Checkpointer",
     "EmaState",
     "ExponentialMovingAverage",
@@ -102,6 +108,7 @@ __all__ = [
     "NadamOptimizer",
     "Optimizer",
     "OptimizerGroup",
+    "PowerSignOptimizer",
     "ProximalAdagradOptimizer",
     "ProximalGradientDescentOptimizer",
     "RMSPropOptimizer",
@@ -118,6 +125,9 @@ __all__ = [
     "cosine_decay_restarts",
     "data_parallel",
     "exponential_decay",
+    "get_cosine_decay_fn",
+    "get_linear_decay_fn",
+    "get_restart_decay_fn",
     "inverse_time_decay",
     "linear_cosine_decay",
     "minimize_in_microbatches",

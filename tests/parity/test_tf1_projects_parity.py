@@ -11,7 +11,8 @@ the train op (a control dependency), where the original groups the two unordered
 whether the learning rate reads the old or the new step is up to TensorFlow's scheduler
 there; funcgrad reads the old one, always.
 
-tf.contrib.opt (r1.15): ``AdaMaxOptimizer`` and ``NadamOptimizer``, transcribed (files and
+tf.contrib.opt (r1.15): ``AdaMaxOptimizer``, ``NadamOptimizer``, ``AddSignOptimizer``,
+``PowerSignOptimizer`` and the three sign decays, transcribed (files and
 commits at their transcription) in a plain ``minimize(loss, global_step)``.
 
 The model has a dense layer, a bias, a ``LayerNorm/gamma`` and an embedding table read by
@@ -23,6 +24,7 @@ both trajectories.
 
 from __future__ import annotations
 
+import math
 import re
 
 import jax
@@ -362,7 +364,146 @@ def _contrib(tf):
         def _resource_apply_sparse(self, grad, var, indices):
             return self._apply_sparse_shared(grad, var, indices, self._resource_scatter_add)
 
-    return {"AdaMaxOptimizer": AdaMaxOptimizer, "NadamOptimizer": NadamOptimizer}
+    class _SignOptimizer(tf1.train.Optimizer):
+        """AddSign's and PowerSign's shared part: addsign.py / powersign.py at commit
+        01fc22e646ae65d1c6c943911d1592df8f91f7a1 (their __init__, apply_gradients,
+        _create_slots and _prepare are the same but for alpha / base)."""
+
+        def __init__(self, learning_rate, beta, sign_decay_fn, name):
+            super().__init__(False, name)
+            self._lr = learning_rate
+            self._beta = beta
+            self._sign_decay_fn = sign_decay_fn
+
+        def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+            if self._sign_decay_fn is not None:
+                self._sign_decay_t = tf.convert_to_tensor(
+                    self._sign_decay_fn(global_step), name="sign_decay"
+                )
+            return super().apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+        def _create_slots(self, var_list):
+            for v in var_list:
+                self._zeros_slot(v, "m", self._name)
+
+        def _prepare(self):
+            self._lr_t = tf.convert_to_tensor(self._lr, name="learning_rate")
+            self._beta_t = tf.convert_to_tensor(self._beta, name="beta")
+            if self._sign_decay_fn is None:
+                self._sign_decay_t = tf.convert_to_tensor(1.0, name="sign_decay")
+
+        # The original's _apply_sparse, for the resource variables of TF 2.21 (the
+        # original has no _resource_apply_sparse): `grad * (1 - beta_t)` made the
+        # IndexedSlices dense there, as convert_to_tensor does here.
+        def _resource_apply_sparse(self, grad, var, indices):
+            lr_t = tf.cast(self._lr_t, var.dtype.base_dtype)
+            beta_t = tf.cast(self._beta_t, var.dtype.base_dtype)
+            m = self.get_slot(var, "m")
+            dense = tf.convert_to_tensor(tf.IndexedSlices(grad, indices, tf.shape(var)))
+            m_t = m.assign((m * beta_t) + (dense * (1 - beta_t)))
+            sign_gm = tf.gather(tf.sign(m_t), indices) * tf.sign(grad)
+            sign_decayed = tf.cast(self._sign_decay_t, var.dtype.base_dtype)
+            multiplier_values = self._multiplier(sign_decayed * sign_gm, var)
+            final_update = lr_t * multiplier_values * grad
+            var_update = tf.raw_ops.ResourceScatterSub(
+                resource=var.handle, indices=indices, updates=final_update
+            )
+            return tf.group(*[var_update, m_t])
+
+    class AddSignOptimizer(_SignOptimizer):
+        def __init__(
+            self, learning_rate=0.1, alpha=1.0, beta=0.9, sign_decay_fn=None,
+            name="AddSignOptimizer",
+        ):  # fmt: skip
+            super().__init__(learning_rate, beta, sign_decay_fn, name)
+            self._alpha = alpha
+
+        def _prepare(self):
+            super()._prepare()
+            self._alpha_t = tf.convert_to_tensor(self._alpha, name="alpha")
+
+        def _resource_apply_dense(self, grad, var):
+            m = self.get_slot(var, "m")
+            return tf.raw_ops.ResourceApplyAddSign(
+                var=var.handle, m=m.handle, lr=tf.cast(self._lr_t, var.dtype.base_dtype),
+                alpha=tf.cast(self._alpha_t, var.dtype.base_dtype),
+                sign_decay=tf.cast(self._sign_decay_t, var.dtype.base_dtype),
+                beta=tf.cast(self._beta_t, var.dtype.base_dtype), grad=grad,
+            )  # fmt: skip
+
+        def _multiplier(self, decayed_sign_gm, var):
+            return tf.cast(self._alpha_t, var.dtype.base_dtype) + decayed_sign_gm
+
+    class PowerSignOptimizer(_SignOptimizer):
+        def __init__(
+            self, learning_rate=0.1, base=math.e, beta=0.9, sign_decay_fn=None,
+            name="PowerSignOptimizer",
+        ):  # fmt: skip
+            super().__init__(learning_rate, beta, sign_decay_fn, name)
+            self._base = base
+
+        def _prepare(self):
+            super()._prepare()
+            self._logbase_t = tf.convert_to_tensor(math.log(self._base), name="logbase")
+
+        def _resource_apply_dense(self, grad, var):
+            m = self.get_slot(var, "m")
+            return tf.raw_ops.ResourceApplyPowerSign(
+                var=var.handle, m=m.handle, lr=tf.cast(self._lr_t, var.dtype.base_dtype),
+                logbase=tf.cast(self._logbase_t, var.dtype.base_dtype),
+                sign_decay=tf.cast(self._sign_decay_t, var.dtype.base_dtype),
+                beta=tf.cast(self._beta_t, var.dtype.base_dtype), grad=grad,
+            )  # fmt: skip
+
+        def _multiplier(self, decayed_sign_gm, var):
+            return tf.exp(tf.cast(self._logbase_t, var.dtype.base_dtype) * decayed_sign_gm)
+
+    # sign_decay.py at commit 79422ab39b5fe0e1491abb8deabc7ecb5fd9f3a2.
+    def get_linear_decay_fn(decay_steps):
+        def linear_decay_fn(global_step):
+            global_step = tf.minimum(global_step, decay_steps)
+            remaining_steps = tf.cast(decay_steps, tf.int32) - tf.cast(global_step, tf.int32)
+            decayed = tf.cast(remaining_steps, tf.float32) / tf.cast(decay_steps, tf.float32)
+            return tf.maximum(0.0, decayed)
+
+        return linear_decay_fn
+
+    def get_cosine_decay_fn(decay_steps, num_periods=0.5, zero_after=None):
+        def cosine_decay_fn(global_step):
+            global_step = tf.minimum(global_step, decay_steps)
+            completed_fraction = tf.cast(global_step, tf.float32) / tf.cast(decay_steps, tf.float32)
+            fraction = 2.0 * num_periods * completed_fraction
+            decayed = 0.5 * (1.0 + tf.cos(tf.constant(math.pi) * fraction))
+            if zero_after is not None:
+                decayed = tf1.where(tf.greater_equal(fraction, 2 * zero_after), 0.0, decayed)
+            return decayed
+
+        return cosine_decay_fn
+
+    def get_restart_decay_fn(decay_steps, num_periods=1, zero_after=None):
+        def restart_decay_fn(global_step):
+            global_step = tf.minimum(global_step, decay_steps)
+            num = tf.math.mod(num_periods * tf.cast(global_step, tf.float32), decay_steps)
+            fraction = num / tf.cast(decay_steps, tf.float32)
+            decayed = 0.5 * (1.0 + tf.cos(tf.constant(math.pi) * fraction))
+            if zero_after is not None:
+                tmp = tf.cast(num_periods * global_step, tf.float32) / tf.cast(
+                    decay_steps, tf.float32
+                )
+                decayed = tf1.where(tf.greater_equal(tmp, zero_after), 0.0, decayed)
+            return decayed
+
+        return restart_decay_fn
+
+    return {
+        "AdaMaxOptimizer": AdaMaxOptimizer,
+        "NadamOptimizer": NadamOptimizer,
+        "AddSignOptimizer": AddSignOptimizer,
+        "PowerSignOptimizer": PowerSignOptimizer,
+        "get_linear_decay_fn": get_linear_decay_fn,
+        "get_cosine_decay_fn": get_cosine_decay_fn,
+        "get_restart_decay_fn": get_restart_decay_fn,
+    }
 
 
 # --- The same, ported to funcgrad (the docs' example) ---------------------------------------
@@ -425,6 +566,20 @@ MINIMIZE_CASES = {
     "adamax_args": ("AdaMaxOptimizer", {"learning_rate": 0.02, "beta1": 0.5, "beta2": 0.9}),
     "nadam": ("NadamOptimizer", {"learning_rate": 0.05}),
     "nadam_args": ("NadamOptimizer", {"learning_rate": 0.02, "beta1": 0.5, "epsilon": 1e-3}),
+    "addsign": ("AddSignOptimizer", {"learning_rate": 0.05}),
+    "addsign_linear": (
+        "AddSignOptimizer",
+        {"learning_rate": 0.05, "alpha": 0.5, "beta": 0.8, "decay": ("get_linear_decay_fn", 5)},
+    ),
+    "powersign": ("PowerSignOptimizer", {"learning_rate": 0.05}),
+    "powersign_cosine": (
+        "PowerSignOptimizer",
+        {"learning_rate": 0.05, "base": 2.0, "decay": ("get_cosine_decay_fn", 6, 1.0, 0.4)},
+    ),
+    "powersign_restart": (
+        "PowerSignOptimizer",
+        {"learning_rate": 0.05, "decay": ("get_restart_decay_fn", 4, 2, 1.2)},
+    ),
 }
 CASES = [*STEP_CASES, *MINIMIZE_CASES]
 _TF_RUNS: dict = {}
@@ -436,16 +591,26 @@ def _tf_train_op(tf, case):
     if case in STEP_CASES:
         _, create = _bert(tf)
         return create(loss, *BERT_ARGS, **STEP_CASES[case]), ids
-    name, kwargs = MINIMIZE_CASES[case]
+    contrib = _contrib(tf)
+    name, kwargs = _with_decay(contrib, *MINIMIZE_CASES[case])
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    return _contrib(tf)[name](**kwargs).minimize(loss, global_step=global_step), ids
+    return contrib[name](**kwargs).minimize(loss, global_step=global_step), ids
+
+
+def _with_decay(functions, name, kwargs):
+    """``kwargs`` with ``decay=(function name, *arguments)`` made ``sign_decay_fn``."""
+    if "decay" not in kwargs:
+        return name, kwargs
+    fn, *args = kwargs["decay"]
+    more = {k: v for k, v in kwargs.items() if k != "decay"}
+    return name, {**more, "sign_decay_fn": functions[fn](*args)}
 
 
 def _fg_case(case):
     """funcgrad's ``(optimizer, train_op(loss_fn, state))`` of ``case``."""
     if case in STEP_CASES:
         return create_optimizer(*BERT_ARGS, **STEP_CASES[case])
-    name, kwargs = MINIMIZE_CASES[case]
+    name, kwargs = _with_decay(vars(fg.train), *MINIMIZE_CASES[case])
     opt = getattr(fg.train, name)(**kwargs)
     return opt, lambda loss_fn, state, *batch: opt.minimize(loss_fn, state, *batch)[0]
 
@@ -532,3 +697,22 @@ def test_resume_from_a_tensorflow_checkpoint_and_the_other_way(
     own = _fg_run(opt.init(_params()), train_op, 3)[-1]
     fg_prefix = fg.train.save_tf_checkpoint(str(tmp_path / "own" / "model.ckpt-3"), own, opt)
     _assert_same(_tf_continue(tf, fg_prefix, 3, case), trajectory[-1])
+
+
+def test_sign_decay_functions(tf) -> None:
+    contrib = _contrib(tf)
+    calls = [
+        ("get_linear_decay_fn", (7,)),
+        ("get_cosine_decay_fn", (7,)),
+        ("get_cosine_decay_fn", (7, 2.0, 0.6)),
+        ("get_restart_decay_fn", (7,)),
+        ("get_restart_decay_fn", (7, 3, 1.5)),
+    ]
+    steps = np.arange(12)
+    for name, args in calls:
+        with tf.Graph().as_default():
+            fn = contrib[name](*args)
+            with tf.compat.v1.Session() as sess:
+                want = [sess.run(fn(tf.constant(int(t), tf.int64))) for t in steps]
+        got = [getattr(fg.train, name)(*args)(jnp.int32(t)) for t in steps]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=f"{name}{args}")

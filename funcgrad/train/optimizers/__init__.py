@@ -4,8 +4,8 @@ that hold TensorFlow's update rules where optax's differ.
 * ``base``: ``TF1Optimizer``, the base of an optimizer written as a ``tf.train.Optimizer``
   subclass (slots, non-slot variables, ``_apply_dense`` / ``_apply_sparse``).
 * ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``; ``albert``: ALBERT's
-  ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer`` and
-  ``NadamOptimizer``.
+  ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer``,
+  ``NadamOptimizer``, ``AddSignOptimizer``, ``PowerSignOptimizer`` and the sign decays.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
 * ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
@@ -26,7 +26,12 @@ from funcgrad.train.optimizers.base import TF1OptimizerState as TF1OptimizerStat
 from funcgrad.train.optimizers.base import TF1Step as TF1Step
 from funcgrad.train.optimizers.bert import AdamWeightDecayOptimizer as AdamWeightDecayOptimizer
 from funcgrad.train.optimizers.contrib import AdaMaxOptimizer as AdaMaxOptimizer
+from funcgrad.train.optimizers.contrib import AddSignOptimizer as AddSignOptimizer
 from funcgrad.train.optimizers.contrib import NadamOptimizer as NadamOptimizer
+from funcgrad.train.optimizers.contrib import PowerSignOptimizer as PowerSignOptimizer
+from funcgrad.train.optimizers.contrib import get_cosine_decay_fn as get_cosine_decay_fn
+from funcgrad.train.optimizers.contrib import get_linear_decay_fn as get_linear_decay_fn
+from funcgrad.train.optimizers.contrib import get_restart_decay_fn as get_restart_decay_fn
 from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer as AdadeltaOptimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer

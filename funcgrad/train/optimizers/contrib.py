@@ -1,16 +1,23 @@
 r"""``tf.contrib.opt``'s optimizers (TensorFlow 1.15), on :class:`TF1Optimizer`.
 
-Sources: ``tensorflow/contrib/opt/python/training/adamax.py`` and
-``nadam_optimizer.py`` at r1.15, and the ``ApplyAdaMax`` / ``ApplyAdam`` kernels of
-``tensorflow/core/kernels/training_ops.cc`` their dense rules call.  Both extend
-``tf.train.AdamOptimizer``: slots ``m`` and ``v`` named after the optimizer
+Sources: ``tensorflow/contrib/opt/python/training/adamax.py``, ``nadam_optimizer.py``,
+``addsign.py``, ``powersign.py`` and ``sign_decay.py`` at r1.15, and the ``ApplyAdaMax``
+/ ``ApplyAdam`` / ``ApplyAddSign`` / ``ApplyPowerSign`` kernels of
+``tensorflow/core/kernels/training_ops.cc`` their dense rules call.  AdaMax and Nadam
+extend ``tf.train.AdamOptimizer``: slots ``m`` and ``v`` named after the optimizer
 (``<var>/AdaMax``, ``<var>/AdaMax_1``; Nadam keeps Adam's name, ``<var>/Adam``) and the
 non-slot ``beta1_power`` / ``beta2_power``, multiplied by the betas after each step.
+AddSign and PowerSign keep one slot ``m`` (``<var>/AddSignOptimizer``,
+``<var>/PowerSignOptimizer``) and read ``sign_decay_fn(global_step)``, the step before
+the update.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from collections.abc import Mapping
+from typing import Any
 from typing import ClassVar
 
 import jax
@@ -21,7 +28,15 @@ from funcgrad.train.optimizers.base import TF1Optimizer
 from funcgrad.train.optimizers.base import TF1Step
 from funcgrad.train.schedules._inject import LearningRate
 
-__all__ = ["AdaMaxOptimizer", "NadamOptimizer"]
+__all__ = [
+    "AdaMaxOptimizer",
+    "AddSignOptimizer",
+    "NadamOptimizer",
+    "PowerSignOptimizer",
+    "get_cosine_decay_fn",
+    "get_linear_decay_fn",
+    "get_restart_decay_fn",
+]
 
 Slots = dict[str, jax.Array]
 
@@ -184,3 +199,234 @@ class NadamOptimizer(_AdamOptimizer):
         v_sqrt = jnp.sqrt(v_t_slice)
         var_update = var.at[indices].add(-lr * m_bar / (v_sqrt + self._epsilon_t))
         return var_update, {"m": m_t, "v": v_t}
+
+
+#: A ``sign_decay_fn``: ``global_step -> float32 scalar``.
+SignDecay = Callable[[jax.Array], jax.Array]
+
+
+class _SignOptimizer(TF1Optimizer):
+    """AddSign's and PowerSign's slot, hyperparameters, sign decay and sparse rule; a
+    subclass gives the multiplier of the gradient from ``sign(g) * sign(m)``."""
+
+    def __init__(
+        self, learning_rate: LearningRate, beta: float, sign_decay_fn: SignDecay | None, **more: Any
+    ) -> None:
+        super().__init__(learning_rate)
+        self._check_numbers(beta=beta, **more)
+        if sign_decay_fn is not None and not callable(sign_decay_fn):
+            raise TypeError(
+                f"fg.train.{type(self).__name__}(...): sign_decay_fn must be None or a "
+                f"function of global_step, got {sign_decay_fn!r}; pass e.g. "
+                "fg.train.get_linear_decay_fn(1000)."
+            )
+        self._beta_t = jnp.float32(beta)
+        self._sign_decay_fn = sign_decay_fn
+
+    def _sign_decay(self, step: TF1Step) -> jax.Array:
+        if self._sign_decay_fn is None:
+            return jnp.float32(1.0)
+        return jnp.asarray(self._sign_decay_fn(step.global_step), jnp.float32)
+
+    def _multiplier(self, sign_gm: jax.Array, sign_decay: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def _apply_dense(
+        self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        m = slots["m"] * self._beta_t + grad * (1 - self._beta_t)
+        sign_gm = jnp.sign(grad) * jnp.sign(m)
+        var = var - step.learning_rate * self._multiplier(sign_gm, self._sign_decay(step)) * grad
+        return var, {"m": m}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        m = slots["m"]
+        m_t = (m * self._beta_t) + (grad.to_dense() * (1 - self._beta_t))
+        sign_gm = jnp.sign(m_t)[grad.indices] * jnp.sign(grad.values)
+        multiplier_values = self._multiplier(sign_gm, self._sign_decay(step))
+        final_update = step.learning_rate * multiplier_values * grad.values
+        var_update = var.at[grad.indices].add(-final_update)
+        return var_update, {"m": m_t}
+
+
+class AddSignOptimizer(_SignOptimizer):
+    r"""``tf.contrib.opt.AddSignOptimizer`` (Bello et al., 2017, "Neural Optimizer Search
+    with Reinforcement Learning").
+
+    .. math::
+      m \leftarrow \beta m + (1 - \beta) g, \quad
+      w \leftarrow w - \eta (\alpha + d(t) \operatorname{sign}(g) \operatorname{sign}(m)) g
+
+    with :math:`d(t)` = ``sign_decay_fn(global_step)`` (1 without one).  An
+    ``fg.IndexedSlices`` gradient decays all of :math:`m` and moves only the touched rows
+    of :math:`w`, as the original's sparse rule.  optax has no AddSign.
+
+    Args:
+      learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
+      alpha: :math:`\alpha`.
+      beta: :math:`\beta`.
+      sign_decay_fn: ``None`` or a function of ``global_step``
+        (:func:`get_linear_decay_fn`, ...).
+
+    Raises:
+      TypeError: a hyperparameter is not a number, or ``sign_decay_fn`` is not callable.
+
+    Example:
+      >>> opt = fg.train.AddSignOptimizer(0.1)
+      >>> state, _ = opt.minimize(lambda p: 2.0 * p["w"], opt.init({"w": jnp.float32(1.0)}))
+      >>> round(float(state.params["w"]), 4)  # 1 - 0.1 * (1 + 1) * 2
+      0.6
+    """
+
+    slots: ClassVar[Mapping[str, str]] = {"m": "AddSignOptimizer"}
+
+    def __init__(
+        self,
+        learning_rate: LearningRate = 0.1,
+        alpha: float = 1.0,
+        beta: float = 0.9,
+        sign_decay_fn: SignDecay | None = None,
+    ) -> None:
+        super().__init__(learning_rate, beta, sign_decay_fn, alpha=alpha)
+        self._alpha_t = jnp.float32(alpha)
+
+    def _multiplier(self, sign_gm: jax.Array, sign_decay: jax.Array) -> jax.Array:
+        return self._alpha_t + sign_decay * sign_gm
+
+
+class PowerSignOptimizer(_SignOptimizer):
+    r"""``tf.contrib.opt.PowerSignOptimizer`` (Bello et al., 2017).
+
+    .. math::
+      m \leftarrow \beta m + (1 - \beta) g, \quad
+      w \leftarrow w - \eta \exp(\ln(\text{base})\, d(t)
+        \operatorname{sign}(g) \operatorname{sign}(m)) g
+
+    with :math:`d(t)` = ``sign_decay_fn(global_step)`` (1 without one); the sparse rule
+    is AddSign's shape.  optax has no PowerSign.
+
+    Args:
+      learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
+      base: the base, :math:`e` by default.
+      beta: :math:`\beta`.
+      sign_decay_fn: ``None`` or a function of ``global_step``.
+
+    Raises:
+      TypeError: a hyperparameter is not a number, or ``sign_decay_fn`` is not callable.
+
+    Example:
+      >>> opt = fg.train.PowerSignOptimizer(0.1)
+      >>> state, _ = opt.minimize(lambda p: p["w"], opt.init({"w": jnp.float32(1.0)}))
+      >>> round(float(state.params["w"]), 4)  # 1 - 0.1 * e
+      0.7282
+    """
+
+    slots: ClassVar[Mapping[str, str]] = {"m": "PowerSignOptimizer"}
+
+    def __init__(
+        self,
+        learning_rate: LearningRate = 0.1,
+        base: float = math.e,
+        beta: float = 0.9,
+        sign_decay_fn: SignDecay | None = None,
+    ) -> None:
+        super().__init__(learning_rate, beta, sign_decay_fn, base=base)
+        self._logbase_t = jnp.float32(math.log(base))
+
+    def _multiplier(self, sign_gm: jax.Array, sign_decay: jax.Array) -> jax.Array:
+        return jnp.exp(self._logbase_t * sign_decay * sign_gm)
+
+
+def get_linear_decay_fn(decay_steps: int) -> SignDecay:
+    """``tf.contrib.opt.get_linear_decay_fn``: ``max(0, (decay_steps - t) / decay_steps)``.
+
+    Args:
+      decay_steps: the number of steps to decay over.
+
+    Returns:
+      ``sign_decay_fn(global_step)``, a float32 scalar.
+
+    Example:
+      >>> fn = fg.train.get_linear_decay_fn(4)
+      >>> [float(fn(jnp.int32(t))) for t in (0, 1, 4, 9)]
+      [1.0, 0.75, 0.0, 0.0]
+    """
+
+    def linear_decay_fn(global_step: jax.Array) -> jax.Array:
+        global_step = jnp.minimum(global_step, decay_steps)
+        remaining_steps = jnp.int32(decay_steps) - jnp.asarray(global_step).astype(jnp.int32)
+        decayed = remaining_steps.astype(jnp.float32) / jnp.float32(decay_steps)
+        return jnp.maximum(jnp.float32(0.0), decayed)
+
+    return linear_decay_fn
+
+
+def get_cosine_decay_fn(
+    decay_steps: int, num_periods: float = 0.5, zero_after: float | None = None
+) -> SignDecay:
+    """``tf.contrib.opt.get_cosine_decay_fn``: ``0.5 (1 + cos(2 pi num_periods t /
+    decay_steps))``, ``t`` held at ``decay_steps``; 0 from ``2 num_periods t / decay_steps
+    >= 2 zero_after`` on when ``zero_after`` is given.
+
+    Args:
+      decay_steps: the number of steps to decay over.
+      num_periods: the periods of the cosine (0.5 ends at 0).
+      zero_after: ``None``, or the fraction of periods after which the decay is 0.
+
+    Returns:
+      ``sign_decay_fn(global_step)``, a float32 scalar.
+
+    Example:
+      >>> fn = fg.train.get_cosine_decay_fn(4)
+      >>> [round(float(fn(jnp.int32(t))), 4) for t in (0, 2, 4)]
+      [1.0, 0.5, 0.0]
+    """
+
+    def cosine_decay_fn(global_step: jax.Array) -> jax.Array:
+        global_step = jnp.minimum(global_step, decay_steps)
+        completed_fraction = jnp.asarray(global_step).astype(jnp.float32) / jnp.float32(decay_steps)
+        fraction = 2.0 * num_periods * completed_fraction
+        decayed = 0.5 * (1.0 + jnp.cos(jnp.float32(math.pi) * fraction))
+        if zero_after is not None:
+            decayed = jnp.where(jnp.greater_equal(fraction, 2 * zero_after), 0.0, decayed)
+        return decayed
+
+    return cosine_decay_fn
+
+
+def get_restart_decay_fn(
+    decay_steps: int, num_periods: float = 1, zero_after: float | None = None
+) -> SignDecay:
+    """``tf.contrib.opt.get_restart_decay_fn``: ``0.5 (1 + cos(pi ((num_periods t) mod
+    decay_steps) / decay_steps))``, ``t`` held at ``decay_steps``; 0 from ``num_periods
+    t / decay_steps >= zero_after`` on when ``zero_after`` is given.
+
+    Args:
+      decay_steps: the number of steps to decay over.
+      num_periods: the number of restarts.
+      zero_after: ``None``, or the number of periods after which the decay is 0.
+
+    Returns:
+      ``sign_decay_fn(global_step)``, a float32 scalar.
+
+    Example:
+      >>> fn = fg.train.get_restart_decay_fn(4, num_periods=2)
+      >>> [round(float(fn(jnp.int32(t))), 4) for t in (0, 1, 2, 3)]
+      [1.0, 0.5, 1.0, 0.5]
+    """
+
+    def restart_decay_fn(global_step: jax.Array) -> jax.Array:
+        global_step = jnp.minimum(global_step, decay_steps)
+        num = jnp.mod(num_periods * jnp.asarray(global_step).astype(jnp.float32), decay_steps)
+        fraction = num / jnp.float32(decay_steps)
+        decayed = 0.5 * (1.0 + jnp.cos(jnp.float32(math.pi) * fraction))
+        if zero_after is not None:
+            tmp = jnp.asarray(num_periods * global_step).astype(jnp.float32) / jnp.float32(
+                decay_steps
+            )
+            decayed = jnp.where(jnp.greater_equal(tmp, zero_after), 0.0, decayed)
+        return decayed
+
+    return restart_decay_fn
