@@ -250,6 +250,11 @@ def test_bad_hyperparameters_are_clear_errors() -> None:
         fg.train.AdaMaxOptimizer(0.1, beta1=[0.9], epsilon=None)
     with pytest.raises(TypeError, match=r"sign_decay_fn must be None or a function.*get_linear"):
         fg.train.PowerSignOptimizer(0.1, sign_decay_fn=0.5)
+    with pytest.raises(ValueError, match=r"momentum should be positive, got -0\.5; pass"):
+        fg.train.LARSOptimizer(0.1, momentum=-0.5)
+    lars = fg.train.LARSOptimizer(0.1, skip_list=["batch_normalization"])
+    with pytest.raises(ValueError, match=r"skip_list=\['batch_normalization'\] matches none"):
+        lars.minimize(_loss, lars.init(PARAMS))
     with pytest.raises(TypeError, match="base must be a number"):
         fg.train.PowerSignOptimizer(0.1, base="e")
     with pytest.raises(TypeError, match="learning_rate must be a number or a schedule"):

@@ -42,6 +42,7 @@ from funcgrad.train.optimizers import AddSignOptimizer
 from funcgrad.train.optimizers import FtrlOptimizer
 from funcgrad.train.optimizers import GradientDescentOptimizer
 from funcgrad.train.optimizers import LAMBOptimizer
+from funcgrad.train.optimizers import LARSOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
 from funcgrad.train.optimizers import NadamOptimizer
@@ -101,6 +102,7 @@ __all__ = [
     "GradientDescentOptimizer",
     "InjectLearningRateState",
     "LAMBOptimizer",
+    "LARSOptimizer",
     "LazyAdamOptimizer",
     "LossScaleOptimizer",
     "LossScaleState",

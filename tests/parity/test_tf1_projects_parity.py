@@ -11,7 +11,8 @@ the train op (a control dependency), where the original groups the two unordered
 whether the learning rate reads the old or the new step is up to TensorFlow's scheduler
 there; funcgrad reads the old one, always.
 
-tf.contrib.opt (r1.15): ``AdaMaxOptimizer``, ``NadamOptimizer``, ``AddSignOptimizer``,
+tf.contrib.opt (r1.15): ``AdaMaxOptimizer``, ``NadamOptimizer``, ``LARSOptimizer``,
+``AddSignOptimizer``,
 ``PowerSignOptimizer`` and the three sign decays, transcribed (files and
 commits at their transcription) in a plain ``minimize(loss, global_step)``.
 
@@ -458,6 +459,71 @@ def _contrib(tf):
         def _multiplier(self, decayed_sign_gm, var):
             return tf.exp(tf.cast(self._logbase_t, var.dtype.base_dtype) * decayed_sign_gm)
 
+    class LARSOptimizer(tf1.train.Optimizer):
+        """lars_optimizer.py at commit 5c8077a6fd768817b70b344bdcddb7fef213245a."""
+
+        def __init__(
+            self, learning_rate, momentum=0.9, weight_decay=0.0001, eeta=0.001, epsilon=0.0,
+            name="LARSOptimizer", skip_list=None, use_nesterov=False,
+        ):  # fmt: skip
+            super().__init__(use_locking=False, name=name)
+            self._learning_rate = learning_rate
+            self._momentum = momentum
+            self._weight_decay = weight_decay
+            self._eeta = eeta
+            self._epsilon = epsilon
+            self._name = name
+            self._skip_list = skip_list
+            self._use_nesterov = use_nesterov
+
+        def _create_slots(self, var_list):
+            for v in var_list:
+                self._zeros_slot(v, "momentum", self._name)
+
+        def compute_lr(self, grad, var):
+            scaled_lr = self._learning_rate
+            if self._skip_list is None or not any(v in var.name for v in self._skip_list):
+                w_norm = tf.norm(var, ord=2)
+                g_norm = tf.norm(grad, ord=2)
+                trust_ratio = tf1.where(
+                    tf.greater(w_norm, 0),
+                    tf1.where(
+                        tf.greater(g_norm, 0),
+                        (
+                            self._eeta
+                            * w_norm
+                            / (g_norm + self._weight_decay * w_norm + self._epsilon)
+                        ),
+                        1.0,
+                    ),
+                    1.0,
+                )
+                scaled_lr = self._learning_rate * trust_ratio
+            return scaled_lr
+
+        def _resource_apply_dense(self, grad, var):
+            scaled_lr = self.compute_lr(grad, var)
+            mom = self.get_slot(var, "momentum")
+            return tf.raw_ops.ResourceApplyMomentum(
+                var=var.handle, accum=mom.handle, lr=scaled_lr, grad=grad,
+                momentum=tf.cast(self._momentum, grad.dtype), use_nesterov=self._use_nesterov,
+            )  # fmt: skip
+
+        def _resource_apply_sparse(self, grad, var, indices):
+            mom = self.get_slot(var, "momentum")
+            return tf.raw_ops.ResourceSparseApplyMomentum(
+                var=var.handle, accum=mom.handle,
+                lr=tf.cast(self._learning_rate_tensor, grad.dtype), grad=grad, indices=indices,
+                momentum=tf.cast(self._momentum_tensor, grad.dtype),
+                use_nesterov=self._use_nesterov,
+            )  # fmt: skip
+
+        def _prepare(self):
+            self._learning_rate_tensor = tf.convert_to_tensor(
+                self._learning_rate, name="learning_rate"
+            )
+            self._momentum_tensor = tf.convert_to_tensor(self._momentum, name="momentum")
+
     # sign_decay.py at commit 79422ab39b5fe0e1491abb8deabc7ecb5fd9f3a2.
     def get_linear_decay_fn(decay_steps):
         def linear_decay_fn(global_step):
@@ -500,6 +566,7 @@ def _contrib(tf):
         "NadamOptimizer": NadamOptimizer,
         "AddSignOptimizer": AddSignOptimizer,
         "PowerSignOptimizer": PowerSignOptimizer,
+        "LARSOptimizer": LARSOptimizer,
         "get_linear_decay_fn": get_linear_decay_fn,
         "get_cosine_decay_fn": get_cosine_decay_fn,
         "get_restart_decay_fn": get_restart_decay_fn,
@@ -566,6 +633,19 @@ MINIMIZE_CASES = {
     "adamax_args": ("AdaMaxOptimizer", {"learning_rate": 0.02, "beta1": 0.5, "beta2": 0.9}),
     "nadam": ("NadamOptimizer", {"learning_rate": 0.05}),
     "nadam_args": ("NadamOptimizer", {"learning_rate": 0.02, "beta1": 0.5, "epsilon": 1e-3}),
+    "lars": ("LARSOptimizer", {"learning_rate": 0.5, "eeta": 0.01}),
+    "lars_skip_nesterov": (
+        "LARSOptimizer",
+        {
+            "learning_rate": 0.5,
+            "momentum": 0.5,
+            "weight_decay": 0.01,
+            "eeta": 0.05,
+            "epsilon": 1e-3,
+            "skip_list": ["bias", "LayerNorm"],
+            "use_nesterov": True,
+        },
+    ),
     "addsign": ("AddSignOptimizer", {"learning_rate": 0.05}),
     "addsign_linear": (
         "AddSignOptimizer",

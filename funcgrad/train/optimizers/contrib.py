@@ -7,7 +7,8 @@ Sources: ``tensorflow/contrib/opt/python/training/adamax.py``, ``nadam_optimizer
 extend ``tf.train.AdamOptimizer``: slots ``m`` and ``v`` named after the optimizer
 (``<var>/AdaMax``, ``<var>/AdaMax_1``; Nadam keeps Adam's name, ``<var>/Adam``) and the
 non-slot ``beta1_power`` / ``beta2_power``, multiplied by the betas after each step.
-AddSign and PowerSign keep one slot ``m`` (``<var>/AddSignOptimizer``,
+LARS keeps one slot ``momentum`` (``<var>/LARSOptimizer``).  AddSign and PowerSign keep
+one slot ``m`` (``<var>/AddSignOptimizer``,
 ``<var>/PowerSignOptimizer``) and read ``sign_decay_fn(global_step)``, the step before
 the update.
 """
@@ -15,6 +16,7 @@ the update.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +33,7 @@ from funcgrad.train.schedules._inject import LearningRate
 __all__ = [
     "AdaMaxOptimizer",
     "AddSignOptimizer",
+    "LARSOptimizer",
     "NadamOptimizer",
     "PowerSignOptimizer",
     "get_cosine_decay_fn",
@@ -199,6 +202,148 @@ class NadamOptimizer(_AdamOptimizer):
         v_sqrt = jnp.sqrt(v_t_slice)
         var_update = var.at[indices].add(-lr * m_bar / (v_sqrt + self._epsilon_t))
         return var_update, {"m": m_t, "v": v_t}
+
+
+class LARSOptimizer(TF1Optimizer):
+    r"""``tf.contrib.opt.LARSOptimizer``: momentum with a layer-wise trust ratio (You,
+    Gitman & Ginsburg, 2017, "Large Batch Training of Convolutional Networks").
+
+    For a variable no ``skip_list`` entry is a substring of (as the original's
+    ``v in var.name``),
+
+    .. math::
+      r = \begin{cases} \frac{\text{eeta} \|w\|}{\|g\| + \text{weight\_decay} \|w\|
+        + \epsilon} & \|w\| > 0 \text{ and } \|g\| > 0 \\ 1 & \text{otherwise}
+        \end{cases}
+
+    (:math:`r = 1` for a skipped one), then TensorFlow's momentum with the rate
+    :math:`\eta r`: :math:`a \leftarrow \mu a + g`, :math:`w \leftarrow w - \eta r a`
+    (Nesterov: :math:`w \leftarrow w - \eta r (g + \mu a)`).  As in the original,
+    ``weight_decay`` enters the ratio only (the gradient is not decayed), and an
+    ``fg.IndexedSlices`` gradient gets plain sparse momentum at :math:`\eta` on the
+    touched rows.  ``optax.lars`` is another rule (it adds the decay to the gradient and
+    scales the update, not the rate of a momentum).
+
+    Args:
+      learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
+      momentum: :math:`\mu`, zero or more.
+      weight_decay: zero or more.
+      eeta: the LARS coefficient.
+      epsilon: added to the ratio's denominator.
+      skip_list: ``None`` or a list of strings; a variable whose name contains one
+        keeps :math:`r = 1`.
+      use_nesterov: Nesterov momentum.
+
+    Raises:
+      TypeError: a hyperparameter is not a number, or ``skip_list`` is not a list of
+        strings.
+      ValueError: ``momentum`` or ``weight_decay`` is negative (the original's check);
+        ``skip_list`` matches none of the variables of a step.
+
+    Example:
+      >>> opt = fg.train.LARSOptimizer(1.0, momentum=0.0, weight_decay=0.0, eeta=0.1)
+      >>> state = opt.init({"w": jnp.array([3.0, 4.0])})
+      >>> state, _ = opt.minimize(lambda p: p["w"].sum(), state)
+      >>> np.asarray(state.params["w"], np.float64).round(4).tolist()  # r = 0.1 * 5 / sqrt(2)
+      [2.6464, 3.6464]
+    """
+
+    slots: ClassVar[Mapping[str, str]] = {"momentum": "LARSOptimizer"}
+
+    def __init__(
+        self,
+        learning_rate: LearningRate,
+        momentum: float = 0.9,
+        weight_decay: float = 0.0001,
+        eeta: float = 0.001,
+        epsilon: float = 0.0,
+        skip_list: list[str] | None = None,
+        use_nesterov: bool = False,
+    ) -> None:
+        super().__init__(learning_rate)
+        self._check_numbers(
+            momentum=momentum, weight_decay=weight_decay, eeta=eeta, epsilon=epsilon
+        )
+        if momentum < 0.0:
+            raise ValueError(
+                f"fg.train.LARSOptimizer(...): momentum should be positive, got {momentum}; "
+                "pass a momentum >= 0 (0.9 is the default)."
+            )
+        if weight_decay < 0.0:
+            raise ValueError(
+                f"fg.train.LARSOptimizer(...): weight_decay should be positive, got "
+                f"{weight_decay}; pass a weight_decay >= 0 (0.0001 is the default)."
+            )
+        self._momentum = momentum
+        self._weight_decay = weight_decay
+        self._eeta = eeta
+        self._epsilon = epsilon
+        self._skip_list = self._check_patterns("skip_list", skip_list) if skip_list else None
+        self._use_nesterov = use_nesterov
+
+    def _check_names(self, names: list[str]) -> None:
+        substrings = [re.escape(v) for v in self._skip_list or []]
+        self._check_matches("skip_list", substrings, names)
+
+    def compute_lr(self, grad: jax.Array, var: jax.Array, step: TF1Step) -> jax.Array:
+        """The learning rate times the trust ratio of ``var`` (the rate for a skipped one).
+
+        Args:
+          grad: the gradient of ``var``.
+          var: the variable.
+          step: the step's values (the learning rate, the variable's name).
+
+        Returns:
+          The scaled rate, a float32 scalar.
+
+        Example:
+          >>> opt = fg.train.LARSOptimizer(1.0, eeta=0.1, weight_decay=0.0)
+          >>> step = fg.train.TF1Step(jnp.float32(1.0), jnp.int32(0), "w", {})
+          >>> round(float(opt.compute_lr(jnp.ones(4), jnp.ones(4), step)), 4)  # 0.1 * 2 / 2
+          0.1
+        """
+        scaled_lr = step.learning_rate
+        if self._skip_list is None or not any(v in step.name for v in self._skip_list):
+            w_norm = jnp.linalg.norm(var.ravel(), ord=2)
+            g_norm = jnp.linalg.norm(grad.ravel(), ord=2)
+            trust_ratio = jnp.where(
+                jnp.greater(w_norm, 0),
+                jnp.where(
+                    jnp.greater(g_norm, 0),
+                    (self._eeta * w_norm / (g_norm + self._weight_decay * w_norm + self._epsilon)),
+                    1.0,
+                ),
+                1.0,
+            )
+            scaled_lr = step.learning_rate * trust_ratio
+        return scaled_lr
+
+    def _apply_dense(
+        self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        scaled_lr = self.compute_lr(grad, var, step)
+        return _apply_momentum(var, slots["momentum"], scaled_lr, grad, self)
+
+    # Fallback to momentum optimizer for sparse tensors
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        rows = grad.indices
+        new_var, new = _apply_momentum(
+            var[rows], slots["momentum"][rows], step.learning_rate, grad.values, self
+        )
+        momentum = slots["momentum"].at[rows].set(new["momentum"])
+        return var.at[rows].set(new_var), {"momentum": momentum}
+
+
+def _apply_momentum(
+    var: jax.Array, accum: jax.Array, lr: jax.Array, grad: jax.Array, opt: LARSOptimizer
+) -> tuple[jax.Array, Slots]:
+    """TensorFlow's ``ApplyMomentum`` kernel: the new variable and its ``momentum`` slot."""
+    accum = accum * opt._momentum + grad
+    if opt._use_nesterov:
+        return var - (grad * lr + accum * opt._momentum * lr), {"momentum": accum}
+    return var - lr * accum, {"momentum": accum}
 
 
 #: A ``sign_decay_fn``: ``global_step -> float32 scalar``.
