@@ -311,3 +311,28 @@ def test_a_subclass_that_breaks_the_contract_gets_a_clear_error() -> None:
     opt = Nothing(0.1)
     with pytest.raises(ValueError, match=r"call tx.update\(updates, state, params\)"):
         opt.tx.update(PARAMS, opt.tx.init(PARAMS))
+
+
+def test_a_variable_without_gradient_keeps_its_slots_and_non_slots_advance_once() -> None:
+    opt = fg.train.NadamOptimizer(0.1)
+    state = opt.init(PARAMS)
+    state = opt.apply_gradients([(g, v) for g, v in opt.compute_gradients(_loss, PARAMS)], state)
+    kept = opt.apply_gradients([(jnp.ones((5, 2)), state.params["emb"])], state)
+    chex.assert_trees_all_equal(kept.params["dense"], state.params["dense"])
+    chex.assert_trees_all_equal(
+        kept.opt_state.inner_state.slots["m"]["dense"],
+        state.opt_state.inner_state.slots["m"]["dense"],
+    )
+    powers = kept.opt_state.inner_state.non_slots
+    np.testing.assert_allclose(powers["beta1_power"], np.float32(0.9) ** 3, rtol=1e-6)
+
+
+def test_bfloat16_variables_follow_the_float32_steps() -> None:
+    opt = fg.train.AdamWeightDecayOptimizer(0.01, weight_decay_rate=0.1)
+    low = jax.tree.map(lambda x: x.astype(jnp.bfloat16), PARAMS)
+    got = _steps(opt, opt.init(low)).params
+    want = _steps(opt, opt.init(jax.tree.map(lambda x: x.astype(jnp.float32), low))).params
+    assert jax.tree.leaves(got)[0].dtype == jnp.bfloat16
+    chex.assert_trees_all_close(
+        jax.tree.map(lambda x: x.astype(jnp.float32), got), want, atol=2e-2, rtol=2e-2
+    )
