@@ -47,6 +47,7 @@ import optax
 
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train._variables import Flat
+from funcgrad.train.names import variable_names
 
 
 class Rows(NamedTuple):
@@ -58,8 +59,9 @@ class Rows(NamedTuple):
     indices: jax.Array
 
 
-#: The sparse rule of one variable: ``(w, slots, gradient) -> [new w, *new slots]``.
-LeafRule = Callable[[jax.Array, list[jax.Array], IndexedSlices], list[jax.Array]]
+#: The sparse rule of one variable: ``(w, slots, gradient, name) -> [new w, *new slots]``;
+#: ``name`` is the variable's (for a rule that reads it, as TF's ``var.op.name``).
+LeafRule = Callable[[jax.Array, list[jax.Array], IndexedSlices, str], list[jax.Array]]
 #: An optimizer's sparse rule: ``(its optax state, global_step) -> LeafRule``, both read
 #: before the step (the learning rate, Adam's beta powers).
 SparseRule = Callable[[Any, jax.Array], LeafRule]
@@ -167,10 +169,11 @@ def apply(
         global_step,
     )
     leaf_rule = rule(slots, global_step)
+    names = variable_names(flat.params)
     updated = {}
     for j in (j for j, s in enumerate(sparse) if s):
         mine = [x for x, o in zip(leaves, owners, strict=True) if o == j]
-        out = leaf_rule(flat.variables[j], mine, grads[j])
+        out = leaf_rule(flat.variables[j], mine, grads[j], names[j])
         new[j] = out[0]
         updated[j] = iter(out[1:])
     rest = iter(jax.tree.leaves(dense_slots))

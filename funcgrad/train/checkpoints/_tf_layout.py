@@ -52,6 +52,7 @@ from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
+from funcgrad.train.optimizers.base import TF1Optimizer
 from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer
@@ -78,6 +79,10 @@ class Kind(NamedTuple):
     base: str
     slots: tuple[_Slot, ...]
     non_slots: tuple[str, ...] = ()
+    #: A ``TF1Optimizer``'s: each slot's own base, and each non-slot's path in the
+    #: inner state (empty: every slot is ``base``, the non-slots are Adam's powers).
+    slot_bases: tuple[str, ...] = ()
+    non_slot_paths: tuple[tuple[int | str, ...], ...] = ()
 
 
 _ADAM = Kind("Adam", (((0, "mu"), 1), ((0, "nu"), 1)), ("beta1_power", "beta2_power"))
@@ -110,6 +115,8 @@ class Part(NamedTuple):
     kind: Kind
     at: tuple[int | str, ...]
     trained: list[bool]
+    #: Per variable, per slot: whether the variable has it (``None``: every slot).
+    present: list[list[bool]] | None = None
 
 
 class Item(NamedTuple):
@@ -157,7 +164,8 @@ def _unsupported(caller: str, optimizer: Any) -> TypeError:
     supported = ", ".join(sorted(kind.__name__ for kind in _KINDS))
     return TypeError(
         f"{caller}: the optimizer, a {type(optimizer).__name__}, has no TensorFlow 1.x "
-        f"names for its state; the supported optimizers are fg.train's {supported}, an "
+        f"names for its state; the supported optimizers are fg.train's {supported}, every "
+        "fg.train.TF1Optimizer subclass (AdamWeightDecayOptimizer, ...), an "
         "fg.train.OptimizerGroup of them and a LossScaleOptimizer over one of these — "
         "pass the one the TensorFlow run used, with its arguments."
     )
@@ -184,13 +192,34 @@ def _parts(
         members = [(optimizer, at, var_list)]
     parts = []
     for member, where, chosen in members:
+        trained = _var_list.select(caller, params, chosen)
+        if isinstance(member, TF1Optimizer):
+            parts.append(_tf1_part(member, where, trained, params))
+            continue
         if type(member) not in _KINDS:
             raise _unsupported(caller, member if scale is None else scale)
         kind = _KINDS[type(member)]
         if isinstance(member, RMSPropOptimizer) and member.hyperparameters["centered"]:
             kind = _RMSPROP_CENTERED
-        parts.append(Part(member, kind, where, _var_list.select(caller, params, chosen)))
+        parts.append(Part(member, kind, where, trained))
     return parts, scale
+
+
+def _tf1_part(
+    optimizer: TF1Optimizer, at: tuple[int | str, ...], trained: list[bool], params: PyTree
+) -> Part:
+    """The part of a ``TF1Optimizer``: the names it declares, read generically."""
+    per_var, non_slots = optimizer.tf_names(params)
+    keys = list(optimizer.slots)
+    kind = Kind(
+        "",
+        tuple((("slots", k), 1) for k in keys),
+        tuple(non_slots),
+        tuple(optimizer.slots[k] for k in keys),
+        tuple(("non_slots", n) for n in non_slots),
+    )
+    present = [[k in dict(mine) for k in keys] for mine in per_var]
+    return Part(optimizer, kind, at, trained, present)
 
 
 def _check_state(caller: str, state: Any, optimizer: Any) -> None:
@@ -307,8 +336,10 @@ def plan(
         for i, v in enumerate(variables):
             name = names.get(v, v)
             for s in range(len(part.kind.slots)):
-                if name is not None and part.trained[i]:
-                    add(unique(f"{name}/{part.kind.base}"), "slot", p, s, i)
+                has = part.present is None or part.present[i][s]
+                if name is not None and part.trained[i] and has:
+                    base = part.kind.slot_bases[s] if part.kind.slot_bases else part.kind.base
+                    add(unique(f"{name}/{base}"), "slot", p, s, i)
         for n, base in enumerate(part.kind.non_slots):
             add(unique(base), "non_slot", p, n)
     add("global_step", "global_step")
@@ -548,7 +579,9 @@ class View:
             leaf = self.slots[item.part][item.number][0][self.flat.at[item.leaf]]
             return leaf if sign == 1 else -leaf
         if item.what == "non_slot":  # Adam's beta1_power, beta2_power, as the state holds them
-            return get(self.inner(item.part), (0, ("beta1_power", "beta2_power")[item.number]))
+            paths = self.parts[item.part].kind.non_slot_paths
+            path = paths[item.number] if paths else (0, ("beta1_power", "beta2_power")[item.number])
+            return get(self.inner(item.part), path)
         if item.what == "global_step":
             return self.state.global_step
         if item.what in ("loss_scale", "good_steps"):

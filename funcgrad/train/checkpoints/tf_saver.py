@@ -239,13 +239,17 @@ def restore_tf_checkpoint(
             part.kind.slots, slots[p], view.slots[p], strict=True
         ):
             inner = _tf_layout.put(inner, at, jax.tree.unflatten(treedef, leaves))
-        if ((p, 0) in powers) != ((p, 1) in powers):
+        if part.kind.non_slot_paths:  # a TF1Optimizer's non-slots: read as they are
+            for n, where in enumerate(part.kind.non_slot_paths):
+                if (p, n) in powers:
+                    inner = _tf_layout.put(inner, where, jnp.float32(powers[p, n]))
+        elif ((p, 0) in powers) != ((p, 1) in powers):
             pair = [i.key for i in items if i.what == "non_slot" and i.part == p]
             raise ValueError(
                 f"{caller}: name_map keeps one of {pair} (maps it to None) and reads the "
                 "other; Adam's step is the pair's, so map both to None or neither."
             )
-        if (p, 0) in powers:
+        elif (p, 0) in powers:
             betas = [part.optimizer.hyperparameters[k] for k in ("beta1", "beta2")]  # type: ignore[attr-defined]
             step = _adam_step(caller, [powers[p, 0], powers[p, 1]], betas, counts["global_step"])
             dtype = _tf_layout.get(inner, (0, "step")).dtype

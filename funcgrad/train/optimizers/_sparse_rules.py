@@ -52,7 +52,9 @@ def rowwise(update: Callable[..., tuple[jax.Array, ...]], lr: jax.Array) -> Leaf
     ``update(lr, w, g, *slots) -> (w, *slots)`` to the touched rows only, their
     duplicates summed: gathered, computed in float32 or wider, scattered back."""
 
-    def leaf(w: jax.Array, slots: list[jax.Array], slices: IndexedSlices) -> list[jax.Array]:
+    def leaf(
+        w: jax.Array, slots: list[jax.Array], slices: IndexedSlices, name: str
+    ) -> list[jax.Array]:
         rows = sum_duplicates(slices)
         tables = [w, *slots]
         got = [widen(gather(t, rows)) for t in tables]
@@ -80,7 +82,7 @@ def gradient_descent() -> RateRule:
     scattered as it is (duplicates are not summed first)."""
 
     def rule(_: Any, lr: Array) -> LeafRule:
-        def leaf(w: Array, slots: list[Array], slices: IndexedSlices) -> list[Array]:
+        def leaf(w: Array, slots: list[Array], slices: IndexedSlices, name: str) -> list[Array]:
             values, ids = in_table(slices)
             delta = -values * lr.astype(values.dtype)
             return [w.at[ids].add(delta.astype(w.dtype), mode="drop")]
@@ -183,7 +185,7 @@ def adam(beta1: float, beta2: float, epsilon: float) -> RateRule:
     def rule(opt_state: Any, lr: Array) -> LeafRule:
         alpha = _adam_rate(opt_state, lr)
 
-        def leaf(w: Array, slots: list[Array], slices: IndexedSlices) -> list[Array]:
+        def leaf(w: Array, slots: list[Array], slices: IndexedSlices, name: str) -> list[Array]:
             rows = sum_duplicates(slices)
             m, v = (widen(s) for s in slots)
             g = widen(rows.values).astype(m.dtype)
