@@ -10,7 +10,8 @@ Every public name is importable from here (``fg.train.X``).  Where each concept 
 * ``names``: ``variable_names``.
 * ``moving_averages``: ``ExponentialMovingAverage``, TensorFlow's averages of the weights.
 * ``optimizers/``: the TF1 optimizers, the base ``TF1Optimizer`` of a project's own
-  (BERT's ``AdamWeightDecayOptimizer`` is written on it), and the optax transformations that hold
+  (BERT's ``AdamWeightDecayOptimizer`` and tensor2tensor's ``AdafactorOptimizer`` and
+  ``MultistepAdamOptimizer`` are written on it), and the optax transformations that hold
   TensorFlow's update rules.
 * ``schedules/``: TensorFlow's learning-rate decays, and the learning rate held in the
   optimizer state (``scale_by_learning_rate``, ``set_learning_rate``).
@@ -34,6 +35,7 @@ from funcgrad.train.moving_averages import ExponentialMovingAverage
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers import AdadeltaOptimizer
+from funcgrad.train.optimizers import AdafactorOptimizer
 from funcgrad.train.optimizers import AdagradOptimizer
 from funcgrad.train.optimizers import AdamOptimizer
 from funcgrad.train.optimizers import AdamWeightDecayOptimizer
@@ -41,6 +43,7 @@ from funcgrad.train.optimizers import FtrlOptimizer
 from funcgrad.train.optimizers import GradientDescentOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
+from funcgrad.train.optimizers import MultistepAdamOptimizer
 from funcgrad.train.optimizers import ProximalAdagradOptimizer
 from funcgrad.train.optimizers import ProximalGradientDescentOptimizer
 from funcgrad.train.optimizers import RMSPropOptimizer
@@ -50,6 +53,8 @@ from funcgrad.train.optimizers import TF1OptimizerState
 from funcgrad.train.optimizers import TF1Step
 from funcgrad.train.optimizers import TfFtrlState
 from funcgrad.train.optimizers import TfProximalAdagradState
+from funcgrad.train.optimizers import adafactor_decay_rate_adam
+from funcgrad.train.optimizers import adafactor_decay_rate_pow
 from funcgrad.train.optimizers import scale_by_tf_adam
 from funcgrad.train.optimizers import tf_ftrl
 from funcgrad.train.optimizers import tf_proximal_adagrad
@@ -81,6 +86,7 @@ from funcgrad.train.wrappers import skipped_steps
 __all__ = [
     "AccumulateGradientsState",
     "AdadeltaOptimizer",
+    "AdafactorOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
     "AdamWeightDecayOptimizer",
@@ -94,6 +100,7 @@ __all__ = [
     "LossScaleOptimizer",
     "LossScaleState",
     "MomentumOptimizer",
+    "MultistepAdamOptimizer",
     "Optimizer",
     "OptimizerGroup",
     "ProximalAdagradOptimizer",
@@ -108,6 +115,8 @@ __all__ = [
     "TfProximalAdagradState",
     "TrainState",
     "accumulate_gradients",
+    "adafactor_decay_rate_adam",
+    "adafactor_decay_rate_pow",
     "cosine_decay",
     "cosine_decay_restarts",
     "data_parallel",

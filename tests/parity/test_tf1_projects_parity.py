@@ -24,46 +24,15 @@ import numpy as np
 import pytest
 
 import funcgrad as fg
-
-_rng = np.random.default_rng(7)
-E0 = (_rng.standard_normal((6, 3)) * 0.5).astype(np.float32)
-K0 = (_rng.standard_normal((3, 4)) * 0.5).astype(np.float32)
-B0 = (_rng.standard_normal(4) * 0.1).astype(np.float32)
-G0 = (1 + _rng.standard_normal(4) * 0.1).astype(np.float32)
-IDS = np.array([1, 3, 1, 4], np.int32)
-Y = _rng.standard_normal((4, 4)).astype(np.float32)
-STEPS = 6
-# float32 rounding over 6 steps of an Adam-type rule whose denominators are small.
-RTOL, ATOL = 2e-5, 2e-6
-
-
-def _params():
-    return {
-        "embeddings": {"word_embeddings": jnp.asarray(E0)},
-        "dense": {"kernel": jnp.asarray(K0), "bias": jnp.asarray(B0)},
-        "LayerNorm": {"gamma": jnp.asarray(G0)},
-    }
-
-
-def _loss(params):
-    x = params["embeddings"]["word_embeddings"][IDS]
-    h = jnp.tanh(x @ params["dense"]["kernel"] + params["dense"]["bias"][None, :])
-    return jnp.mean((params["LayerNorm"]["gamma"][None, :] * h - Y) ** 2)
-
-
-def _tf_loss(tf):
-    tf1 = tf.compat.v1
-    with tf1.variable_scope("embeddings"):
-        table = tf1.get_variable("word_embeddings", initializer=E0)
-    with tf1.variable_scope("dense"):
-        kernel = tf1.get_variable("kernel", initializer=K0)
-        bias = tf1.get_variable("bias", initializer=B0)
-    with tf1.variable_scope("LayerNorm"):
-        gamma = tf1.get_variable("gamma", initializer=G0)
-    x = tf.gather(table, IDS)
-    h = tf.tanh(tf.matmul(x, kernel) + bias)
-    return tf.reduce_mean((gamma * h - Y) ** 2)
-
+from tests.parity.tf1_projects_model import ATOL
+from tests.parity.tf1_projects_model import RTOL
+from tests.parity.tf1_projects_model import STEPS
+from tests.parity.tf1_projects_model import assert_same as _assert_same
+from tests.parity.tf1_projects_model import by_tf_name as _by_tf_name
+from tests.parity.tf1_projects_model import fg_run as _fg_run
+from tests.parity.tf1_projects_model import loss as _loss
+from tests.parity.tf1_projects_model import params as _params
+from tests.parity.tf1_projects_model import tf_loss as _tf_loss
 
 # --- BERT's optimization.py, transcribed (see the module docstring) ---------------------
 
@@ -251,28 +220,6 @@ def _tf_continue(tf, prefix, steps):
             for _ in range(steps):
                 sess.run(train_op)
             return {v.op.name: sess.run(v) for v in tf1.global_variables()}
-
-
-def _by_tf_name(tf, tmp_path, state, opt):
-    """``state`` by TensorFlow name, as funcgrad saves it."""
-    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "fg" / "model.ckpt"), state, opt)
-    reader = tf.train.load_checkpoint(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-
-
-def _assert_same(got, want):
-    assert sorted(got) == sorted(want)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)
-
-
-def _fg_run(state, train_op, steps):
-    step = jax.jit(lambda s: train_op(_loss, s), donate_argnums=0)
-    states = []
-    for _ in range(steps):
-        state = step(state)
-        states.append(jax.tree.map(jnp.copy, state))  # the donated one is gone next step
-    return states
 
 
 def test_bert_create_optimizer_six_steps(tf, tmp_path, bert_tf) -> None:

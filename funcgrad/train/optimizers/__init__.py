@@ -4,6 +4,8 @@ that hold TensorFlow's update rules where optax's differ.
 * ``base``: ``TF1Optimizer``, the base of an optimizer written as a ``tf.train.Optimizer``
   subclass (slots, non-slot variables, ``_apply_dense`` / ``_apply_sparse``).
 * ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``.
+* ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and ``MultistepAdamOptimizer``,
+  written on ``base``.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
 * ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
@@ -14,12 +16,21 @@ that hold TensorFlow's update rules where optax's differ.
 
 from funcgrad.train.optimizers import base
 from funcgrad.train.optimizers import bert
+from funcgrad.train.optimizers import tensor2tensor
 from funcgrad.train.optimizers import tf1
 from funcgrad.train.optimizers import transforms
 from funcgrad.train.optimizers.base import TF1Optimizer as TF1Optimizer
 from funcgrad.train.optimizers.base import TF1OptimizerState as TF1OptimizerState
 from funcgrad.train.optimizers.base import TF1Step as TF1Step
 from funcgrad.train.optimizers.bert import AdamWeightDecayOptimizer as AdamWeightDecayOptimizer
+from funcgrad.train.optimizers.tensor2tensor import AdafactorOptimizer as AdafactorOptimizer
+from funcgrad.train.optimizers.tensor2tensor import MultistepAdamOptimizer as MultistepAdamOptimizer
+from funcgrad.train.optimizers.tensor2tensor import (
+    adafactor_decay_rate_adam as adafactor_decay_rate_adam,
+)
+from funcgrad.train.optimizers.tensor2tensor import (
+    adafactor_decay_rate_pow as adafactor_decay_rate_pow,
+)
 from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer as AdadeltaOptimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer
@@ -42,4 +53,4 @@ from funcgrad.train.optimizers.transforms import (
     tf_proximal_gradient_descent as tf_proximal_gradient_descent,
 )
 
-__all__ = base.__all__ + bert.__all__ + tf1.__all__ + transforms.__all__
+__all__ = base.__all__ + bert.__all__ + tensor2tensor.__all__ + tf1.__all__ + transforms.__all__
