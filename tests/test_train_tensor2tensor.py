@@ -68,11 +68,12 @@ def test_one_step_of_every_rank_is_the_closed_form(shape) -> None:
     want = _one_step_numpy(w.astype(np.float64), g, factored=len(shape) >= 2, lr=0.1, decay=0.5)
     np.testing.assert_allclose(state.params, want, rtol=2e-6, atol=1e-7)
     slots = state.opt_state.inner_state.slots
+    [declared], _ = opt.tf_names(state.params)
     if len(shape) >= 2:  # factored over the last two dimensions, as the original
+        assert [k for k, _ in declared] == ["vr", "vc"]
         assert slots["vr"].shape == shape[:-1] and slots["vc"].shape == shape[:-2] + shape[-1:]
-        assert slots["v"].shape == (0,)
     else:  # 0-d and 1-d: the unfactored rule, as the original (no error)
-        assert slots["v"].shape == shape and slots["vr"].shape == (0,)
+        assert [k for k, _ in declared] == ["v"] and slots["v"].shape == shape
 
 
 def test_the_default_rates_read_the_global_step() -> None:
@@ -232,3 +233,24 @@ def test_multistep_and_schedule_bad_hyperparameters() -> None:
         fg.train.adafactor_decay_rate_adam(1.5)
     with pytest.raises(ValueError, match=r"exponent must be in \[0, 1\], got 2"):
         fg.train.adafactor_decay_rate_pow(2)
+
+
+def test_loss_scaling_a_group_and_orbax_compose(tmp_path) -> None:
+    opt = fg.train.AdafactorOptimizer(beta1=0.9)
+    alone = _steps(opt, opt.init(PARAMS))
+    scaled = fg.train.LossScaleOptimizer(opt, dynamic=True, initial_scale=8.0)
+    chex.assert_trees_all_close(_steps(scaled, scaled.init(PARAMS)).params, alone.params, rtol=1e-6)
+    multi = fg.train.MultistepAdamOptimizer(0.1, n=2)
+    group = fg.train.OptimizerGroup(a=(opt, ["kernel", "bias"]), m=(multi, ["emb"]))
+    state = group.init(PARAMS)
+    for _ in range(2):
+        state = group["m"].minimize(_loss, group["a"].minimize(_loss, state)[0])[0]
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "g" / "m"), state, group)
+    assert {"kernel/Adafactor_2", "emb/Adam_2", "iter"} <= set(
+        _tf_bundle.BundleReader(prefix).entries
+    )
+    restored = fg.train.restore_tf_checkpoint(prefix, group.init(PARAMS), group)
+    chex.assert_trees_all_equal(restored.params, state.params)
+    checkpointer = fg.train.Checkpointer(tmp_path / "orbax")
+    checkpointer.save(alone)
+    chex.assert_trees_all_equal(checkpointer.restore(opt.init(PARAMS)), alone)

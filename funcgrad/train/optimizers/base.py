@@ -72,7 +72,7 @@ class TF1OptimizerState(NamedTuple):
 
     Attributes:
       slots: ``{slot key: tree}``, each tree in the parameters' structure (a variable
-        without that slot holds an empty placeholder there).
+        without that slot holds a zero scalar placeholder there).
       non_slots: ``{TF name: scalar}`` (int32 or float32, as the initial value).
     """
 
@@ -109,8 +109,9 @@ def _non_slot_initial(value: float) -> jax.Array:
 
 
 def _placeholder(var: jax.Array) -> jax.Array:
-    """What a slot tree holds for a variable that has no such slot."""
-    return jnp.zeros((0,), var.dtype)
+    """What a slot tree holds for a variable that has no such slot: a zero scalar (not an
+    empty array, which the orbax ``Checkpointer`` refuses to save)."""
+    return jnp.zeros((), var.dtype)
 
 
 class TF1Optimizer(Optimizer):
