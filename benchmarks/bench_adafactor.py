@@ -23,9 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from _timing import paired
 
 import funcgrad as fg
-from benchmarks._timing import paired
 
 
 def _init(key: jax.Array, vocab: int, d: int, layers: int) -> dict[str, Any]:
