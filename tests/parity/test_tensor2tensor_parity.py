@@ -405,3 +405,38 @@ def test_slot_names_as_tensorflow_creates_them(case_tf) -> None:
     }[case]  # fmt: skip
     assert want <= names
     assert not any(n.endswith("_3") for n in names)
+
+
+def test_adafactor_on_rank_3_and_0_d_variables(tf, run_tf1_steps) -> None:
+    """The last two dimensions of a rank-3 variable factored, a scalar unfactored."""
+    rng = np.random.default_rng(11)
+    w0 = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    s0 = np.float32(0.7)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+
+    def build():
+        w = tf.compat.v1.get_variable("w", initializer=w0)
+        s = tf.compat.v1.get_variable("s", initializer=s0)
+        loss = tf.reduce_sum(tf.tanh(s * tf.einsum("abc,ac->ab", w, x)) ** 2)
+        opt = _t2t(tf).AdafactorOptimizer(beta1=0.5)
+        train_op = opt.minimize(loss, global_step=tf.compat.v1.train.get_global_step())
+        return train_op, {v.op.name: v for v in tf.compat.v1.global_variables()}
+
+    want = run_tf1_steps(build, 3)
+    assert want[0]["w/Adafactor_1"].shape == (2, 3) and want[0]["w/Adafactor_2"].shape == (2, 4)
+
+    def loss(p):
+        return jnp.sum(jnp.tanh(p["s"] * jnp.einsum("abc,ac->ab", p["w"], x)) ** 2)
+
+    opt = fg.train.AdafactorOptimizer(beta1=0.5)
+    state = opt.init({"w": jnp.asarray(w0), "s": jnp.asarray(s0)})
+    for expected in want:
+        state, _ = opt.minimize(loss, state)
+        slots = state.opt_state.inner_state.slots
+        got = {
+            "w": state.params["w"], "s": state.params["s"], "w/Adafactor": slots["m"]["w"],
+            "w/Adafactor_1": slots["vr"]["w"], "w/Adafactor_2": slots["vc"]["w"],
+            "s/Adafactor": slots["m"]["s"], "s/Adafactor_1": slots["v"]["s"],
+            "global_step": state.global_step,
+        }  # fmt: skip
+        assert_same(got, expected, rtol=RTOL, atol=ATOL)
