@@ -39,6 +39,10 @@ def test_run_quick_runs_every_workload() -> None:
 
 
 SCRIPTS = {
+    "bench_adafactor.py": (
+        ["--vocab", "50", "--d", "8", "--seq", "4", "--repeats", "1", "--number", "1"],
+        "optimizer state",
+    ),
     "bench_conventions.py": (
         ["--repeats", "1", "--number", "1", "--batch", "8", "--compiles", "1"],
         "ratio tensorflow_conventions / plain",

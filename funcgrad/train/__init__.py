@@ -10,7 +10,8 @@ Every public name is importable from here (``fg.train.X``).  Where each concept 
 * ``names``: ``variable_names``.
 * ``moving_averages``: ``ExponentialMovingAverage``, TensorFlow's averages of the weights.
 * ``optimizers/``: the TF1 optimizers, the base ``TF1Optimizer`` of a project's own
-  (BERT's ``AdamWeightDecayOptimizer`` is written on it), and the optax transformations that hold
+  (BERT's ``AdamWeightDecayOptimizer`` and tensor2tensor's ``AdafactorOptimizer`` and
+  ``MultistepAdamOptimizer`` are written on it), and the optax transformations that hold
   TensorFlow's update rules.
 * ``schedules/``: TensorFlow's learning-rate decays, and the learning rate held in the
   optimizer state (``scale_by_learning_rate``, ``set_learning_rate``).
@@ -34,6 +35,7 @@ from funcgrad.train.moving_averages import ExponentialMovingAverage
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers import AdadeltaOptimizer
+from funcgrad.train.optimizers import AdafactorOptimizer
 from funcgrad.train.optimizers import AdagradOptimizer
 from funcgrad.train.optimizers import AdaMaxOptimizer
 from funcgrad.train.optimizers import AdamOptimizer
@@ -45,6 +47,7 @@ from funcgrad.train.optimizers import LAMBOptimizer
 from funcgrad.train.optimizers import LARSOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
+from funcgrad.train.optimizers import MultistepAdamOptimizer
 from funcgrad.train.optimizers import NadamOptimizer
 from funcgrad.train.optimizers import PowerSignOptimizer
 from funcgrad.train.optimizers import ProximalAdagradOptimizer
@@ -56,6 +59,8 @@ from funcgrad.train.optimizers import TF1OptimizerState
 from funcgrad.train.optimizers import TF1Step
 from funcgrad.train.optimizers import TfFtrlState
 from funcgrad.train.optimizers import TfProximalAdagradState
+from funcgrad.train.optimizers import adafactor_decay_rate_adam
+from funcgrad.train.optimizers import adafactor_decay_rate_pow
 from funcgrad.train.optimizers import get_cosine_decay_fn
 from funcgrad.train.optimizers import get_linear_decay_fn
 from funcgrad.train.optimizers import get_restart_decay_fn
@@ -91,6 +96,7 @@ __all__ = [
     "AccumulateGradientsState",
     "AdaMaxOptimizer",
     "AdadeltaOptimizer",
+    "AdafactorOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
     "AdamWeightDecayOptimizer",
@@ -107,6 +113,7 @@ __all__ = [
     "LossScaleOptimizer",
     "LossScaleState",
     "MomentumOptimizer",
+    "MultistepAdamOptimizer",
     "NadamOptimizer",
     "Optimizer",
     "OptimizerGroup",
@@ -123,6 +130,8 @@ __all__ = [
     "TfProximalAdagradState",
     "TrainState",
     "accumulate_gradients",
+    "adafactor_decay_rate_adam",
+    "adafactor_decay_rate_pow",
     "cosine_decay",
     "cosine_decay_restarts",
     "data_parallel",

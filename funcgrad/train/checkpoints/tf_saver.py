@@ -242,7 +242,8 @@ def restore_tf_checkpoint(
         if part.kind.non_slot_paths:  # a TF1Optimizer's non-slots: read as they are
             for n, where in enumerate(part.kind.non_slot_paths):
                 if (p, n) in powers:
-                    inner = _tf_layout.put(inner, where, jnp.float32(powers[p, n]))
+                    dtype = _tf_layout.get(inner, where).dtype  # float32, or int32
+                    inner = _tf_layout.put(inner, where, jnp.asarray(powers[p, n], dtype))
         elif ((p, 0) in powers) != ((p, 1) in powers):
             pair = [i.key for i in items if i.what == "non_slot" and i.part == p]
             raise ValueError(

@@ -7,6 +7,8 @@ that hold TensorFlow's update rules where optax's differ.
   ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer``,
   ``NadamOptimizer``, ``LARSOptimizer``, ``AddSignOptimizer``, ``PowerSignOptimizer`` and
   the sign decays.
+* ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and ``MultistepAdamOptimizer``,
+  written on ``base``.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
 * ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
@@ -19,6 +21,7 @@ from funcgrad.train.optimizers import albert
 from funcgrad.train.optimizers import base
 from funcgrad.train.optimizers import bert
 from funcgrad.train.optimizers import contrib
+from funcgrad.train.optimizers import tensor2tensor
 from funcgrad.train.optimizers import tf1
 from funcgrad.train.optimizers import transforms
 from funcgrad.train.optimizers.albert import LAMBOptimizer as LAMBOptimizer
@@ -34,6 +37,14 @@ from funcgrad.train.optimizers.contrib import PowerSignOptimizer as PowerSignOpt
 from funcgrad.train.optimizers.contrib import get_cosine_decay_fn as get_cosine_decay_fn
 from funcgrad.train.optimizers.contrib import get_linear_decay_fn as get_linear_decay_fn
 from funcgrad.train.optimizers.contrib import get_restart_decay_fn as get_restart_decay_fn
+from funcgrad.train.optimizers.tensor2tensor import AdafactorOptimizer as AdafactorOptimizer
+from funcgrad.train.optimizers.tensor2tensor import MultistepAdamOptimizer as MultistepAdamOptimizer
+from funcgrad.train.optimizers.tensor2tensor import (
+    adafactor_decay_rate_adam as adafactor_decay_rate_adam,
+)
+from funcgrad.train.optimizers.tensor2tensor import (
+    adafactor_decay_rate_pow as adafactor_decay_rate_pow,
+)
 from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer as AdadeltaOptimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer
@@ -61,6 +72,7 @@ __all__ = (
     + base.__all__
     + bert.__all__
     + contrib.__all__
+    + tensor2tensor.__all__
     + tf1.__all__
     + transforms.__all__
 )

@@ -14,7 +14,8 @@ step's hyperparameters read in ``_prepare`` / ``_finish``.  A subclass of
   a variable has (all of them unless overridden) and ``_slot_initial(key, var)`` their
   start (zeros).
 * ``_non_slots()``: the non-slot variables, ``{TF name: initial value}`` (Adam's
-  ``beta1_power``), float32 scalars saved under their name.
+  ``beta1_power``), scalars saved under their name: int32 for a Python ``int`` initial
+  value, float32 otherwise, as TensorFlow's ``_create_non_slot_variable`` types them.
 * ``_apply_dense(grad, var, slots, step)``: the new variable and slots of one variable;
   it sees the whole variable (norms, trust ratios).  ``step`` is a :class:`TF1Step`:
   the learning rate, ``global_step`` before the step, the variable's name and the
@@ -71,8 +72,8 @@ class TF1OptimizerState(NamedTuple):
 
     Attributes:
       slots: ``{slot key: tree}``, each tree in the parameters' structure (a variable
-        without that slot holds an empty placeholder there).
-      non_slots: ``{TF name: float32 scalar}``.
+        without that slot holds a zero scalar placeholder there).
+      non_slots: ``{TF name: scalar}`` (int32 or float32, as the initial value).
     """
 
     slots: dict[str, PyTree]
@@ -100,9 +101,17 @@ class TF1Step:
     non_slots: Mapping[str, jax.Array]
 
 
+def _non_slot_initial(value: float) -> jax.Array:
+    """A non-slot variable's start, typed as TensorFlow types ``_create_non_slot_variable``'s
+    initial value: int32 for a Python ``int``, float32 otherwise."""
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    return jnp.array(value, jnp.int32 if is_int else jnp.float32)
+
+
 def _placeholder(var: jax.Array) -> jax.Array:
-    """What a slot tree holds for a variable that has no such slot."""
-    return jnp.zeros((0,), var.dtype)
+    """What a slot tree holds for a variable that has no such slot: a zero scalar (not an
+    empty array, which the orbax ``Checkpointer`` refuses to save)."""
+    return jnp.zeros((), var.dtype)
 
 
 class TF1Optimizer(Optimizer):
@@ -170,7 +179,8 @@ class TF1Optimizer(Optimizer):
         return jnp.zeros_like(var)
 
     def _non_slots(self) -> dict[str, float]:
-        """The non-slot variables, ``{TF name: initial value}`` (none here)."""
+        """The non-slot variables, ``{TF name: initial value}`` (none here); an ``int``
+        makes an int32 variable, as in TensorFlow."""
         return {}
 
     def _apply_dense(
@@ -282,7 +292,7 @@ class TF1Optimizer(Optimizer):
 
             return jax.tree.map(one, params)
 
-        non_slots = {k: jnp.array(v, jnp.float32) for k, v in self._non_slots().items()}
+        non_slots = {k: _non_slot_initial(v) for k, v in self._non_slots().items()}
         inner = TF1OptimizerState({k: slot(k) for k in self.slots}, non_slots)
         rate = self._learning_rate
         held = None if callable(rate) else jnp.array(rate, jnp.float32)
@@ -327,7 +337,9 @@ class TF1Optimizer(Optimizer):
                 new_slots[k][i] = out[k]
         finish = TF1Step(rate, step_count, "", inner.non_slots)
         non_slots = self._finish(dict(inner.non_slots), finish)
-        non_slots = {k: jnp.asarray(non_slots[k], jnp.float32) for k in inner.non_slots}
+        non_slots = {
+            k: jnp.asarray(non_slots[k]).astype(v.dtype) for k, v in inner.non_slots.items()
+        }
         deltas = [n - v for n, v in zip(new_vars, variables, strict=True)]
         slots = {k: jax.tree.unflatten(treedef, v) for k, v in new_slots.items()}
         new_state = InjectLearningRateState(
