@@ -1,4 +1,4 @@
-"""TensorFlow's tensor-bundle checkpoints (``tf.train.Saver``, format V2) with NumPy alone.
+"""TensorFlow's tensor-bundle checkpoints (``tf.train.Saver``, format V2) with NumPy.
 
 Design note
 -----------
@@ -21,6 +21,11 @@ What it writes: one shard, the same bytes TensorFlow writes for the same tensors
 names, fsynced, then renamed into place, the previous pair kept until the new one is
 complete (``_tf_files``' design note), so a save killed at any instant leaves the old
 checkpoint or the new one.
+
+How it streams: a reader reads one tensor per :meth:`BundleReader.read`, into a fresh
+64-byte-aligned buffer (which ``jax.device_put`` on a CPU takes over without a copy);
+:func:`write_bundle` takes a tensor or a function that makes it, and makes, checksums and
+writes each before the next.  CRC32C: ``_crc32c`` (the CPU's instruction).
 
 What it reads: any number of shards; every fixed-size numeric dtype and bool.  Refused
 with :class:`CheckpointFormatError`: big-endian bundles, string / variant / resource

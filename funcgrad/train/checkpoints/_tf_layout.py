@@ -31,6 +31,7 @@ dtypes and shapes, then reads its values one at a time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
@@ -417,15 +418,30 @@ def read_each(
     """``(name, value)`` for each ``(name, like)``, in order: the checkpoint's value of
     ``like``'s dtype and shape (any integer scalar where ``like`` is ``None``:
     ``global_step``), each read (and its CRC32C checked) only when the one before has been
-    taken.  Before the first, every name missing or of another dtype or shape is reported
-    in one ``ValueError``; a damaged file is a ``CheckpointFormatError`` that names
-    ``caller``."""
-    try:
+    taken.  Every name missing or of another dtype or shape is reported now, in one
+    ``ValueError``; a damaged file is a ``CheckpointFormatError`` that names ``caller``."""
+    with _naming(caller):
         reader = _tf_bundle.BundleReader(prefix)
-        _check_all(caller, reader, wanted)
-        for name, _ in wanted:
-            yield name, reader.read(name)
-    except _tf_bundle.CheckpointFormatError as error:  # a damaged file: say who read it
+    _check_all(caller, reader, wanted)
+    return _each(caller, reader, [name for name, _ in wanted])
+
+
+def _each(
+    caller: str, reader: _tf_bundle.BundleReader, names: list[str]
+) -> Iterator[tuple[str, np.ndarray]]:
+    for name in names:
+        with _naming(caller):
+            value = reader.read(name)
+        yield name, value
+        del value  # not held while the next is read
+
+
+@contextlib.contextmanager
+def _naming(caller: str) -> Iterator[None]:
+    """A damaged file's ``CheckpointFormatError``, saying who read it."""
+    try:
+        yield
+    except _tf_bundle.CheckpointFormatError as error:
         raise _tf_bundle.CheckpointFormatError(f"{caller}: {error}") from None
 
 

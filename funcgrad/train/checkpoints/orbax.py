@@ -377,7 +377,9 @@ class Checkpointer:
           step: the step, an integer; ``None`` takes :meth:`latest_step`.
 
         Returns:
-          The restored state, of ``like``'s type.
+          The restored state, of ``like``'s type, each array on ``like``'s sharding and
+          committed or not as ``like``'s is (so a jitted step compiled for ``like``
+          serves it).
 
         Raises:
           FileNotFoundError: there is no complete checkpoint, or not that step.

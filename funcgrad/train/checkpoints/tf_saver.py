@@ -10,8 +10,9 @@ A TF1 program that trains with the ``tf.train`` optimizers and saves with
 them (``funcgrad.train.checkpoints._tf_layout`` says how).  :func:`restore_tf_checkpoint`
 reads them into a state; :func:`save_tf_checkpoint` writes a state for TensorFlow.
 Continued training gives TensorFlow's numbers (to float32 rounding).  The files are
-read and written by ``funcgrad.train.checkpoints._tf_bundle``, with NumPy alone:
-TensorFlow is not needed.
+read and written by ``funcgrad.train.checkpoints._tf_bundle``, with NumPy (and
+``google-crc32c`` for the checksums): TensorFlow is not needed.  Both stream: a restore
+places each tensor before it reads the next, a save copies one at a time to the host.
 
 The names, per variable ``v`` (a name of :func:`~funcgrad.train.variable_names`):
 
@@ -165,7 +166,8 @@ def restore_tf_checkpoint(
 
     Returns:
       The restored ``TrainState``: params, slots, loss scale and ``global_step`` from
-      the checkpoint, each array where ``state``'s is (same sharding).  With
+      the checkpoint, each array where ``state``'s is (same sharding, committed or not as
+      it is, so a jitted step compiled for ``state`` serves it).  With
       ``ema_state`` or ``extras``: a tuple ``(state, ema_state, extras)`` of the
       restored ``TrainState``, ``EmaState`` (``None`` if not asked) and dict of arrays
       (so the annotation is ``Any``).
