@@ -460,6 +460,23 @@ def test_checksums_compile_nothing(tmp_path, caplog):
     assert not [r for r in caplog.records if "ompil" in r.getMessage()]
 
 
+def test_a_leaf_spread_over_hosts_is_summed_on_its_devices(tmp_path, monkeypatch):
+    """A leaf no process can read whole gets the sums computed where it is; a record
+    holding both kinds verifies each leaf by its own."""
+    from funcgrad.train.checkpoints import orbax as checkpoint
+
+    state = train(initial_state(), 1)
+    whole_here = checkpoint._whole_here
+    spread = state.params["w"]
+    monkeypatch.setattr(checkpoint, "_whole_here", lambda x: x is not spread and whole_here(x))
+    with fg.train.Checkpointer(tmp_path) as ckpt:
+        ckpt.save(state)
+        record = ckpt._manager.metadata(1).custom_metadata["funcgrad_leaves"]
+        chex.assert_trees_all_equal(ckpt.restore(initial_state()), state)
+    kinds = {entry[0]: type(entry[3]) for entry in record}
+    assert kinds.pop("params/w") is list and set(kinds.values()) == {int}
+
+
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32, jnp.uint8])
 def test_the_older_checksum_sees_where_each_element_is(dtype):
     """The same elements in another order are other data: a checksum that summed the

@@ -18,13 +18,14 @@ the step).  :meth:`Checkpointer.restore` refuses a template whose leaves differ 
 dtype or shape — orbax would cast — and recomputes the CRCs of what it read.  A CRC is
 computed on the host, leaf by leaf, at the speed the CPU's CRC32 instruction reads
 memory: a leaf on a CPU device is read where it is (``np.asarray`` makes no copy), one on
-an accelerator is copied to the host alone; nothing is compiled.  The leaves must be
-addressable by this process (orbax's multi-host saves are not supported).
+an accelerator is copied to the host alone; nothing is compiled.
 
-Steps saved before the CRC record (funcgrad 0.x) hold a pair of 32-bit sums per leaf
-instead, computed by XLA: each element's bits as 32-bit words mixed with their position
-by MurmurHash3's finaliser and summed modulo 2**32, twice with different seeds.  They
-are still verified, by :func:`_checksums`.
+A leaf this process cannot read whole (an array spread over several hosts), and every
+leaf of a step saved by earlier versions, has a pair of 32-bit sums instead, computed by
+XLA on the devices that hold it (:func:`_checksums`): each element's bits as 32-bit
+words mixed with their position by MurmurHash3's finaliser and summed modulo 2**32,
+twice with different seeds — a value that does not depend on the sharding.  A record
+may hold both kinds; each leaf is verified by its own.
 
 A restored leaf is committed as the template's is (orbax commits every array it
 restores; a fresh ``init``'s arrays are uncommitted), so a jitted step compiles once for
@@ -162,11 +163,23 @@ def _describe(tree: Any) -> list[list[Any]]:
     return described
 
 
+def _whole_here(leaf: Any) -> bool:
+    """Whether this process can read all of ``leaf`` (not spread over several hosts)."""
+    return not isinstance(leaf, jax.Array) or leaf.is_fully_addressable
+
+
+def _checksum(leaf: Any) -> int | list[int]:
+    """A leaf's CRC-32C, computed on the host; its pair of sums where it is not all here."""
+    if _whole_here(leaf):
+        return _crc(_host(leaf))
+    return [int(v) for v in _checksums([leaf])[0]]
+
+
 def _record(state: Any) -> list[list[Any]]:
-    """What a save records of ``state``: each leaf's path, dtype, shape and CRC-32C, the
+    """What a save records of ``state``: each leaf's path, dtype, shape and checksum, the
     leaves copied to the host (where they are not there) one at a time."""
-    crcs = [_crc(_host(jnp.asarray(leaf))) for leaf in jax.tree.leaves(state)]
-    return [[*d, crc] for d, crc in zip(_describe(state), crcs, strict=True)]
+    sums = [_checksum(jnp.asarray(leaf)) for leaf in jax.tree.leaves(state)]
+    return [[*d, s] for d, s in zip(_describe(state), sums, strict=True)]
 
 
 def _entries(record: Any) -> dict[str, list[Any]]:
@@ -203,13 +216,11 @@ def _verified(saved: dict[str, list[Any]], restored: Any, like: Any) -> tuple[An
     damaged, older = [], []
     for i, (path, template) in enumerate(zip(paths, jax.tree.leaves(like), strict=True)):
         want = saved[path][3]
-        host = _host(leaves[i])
         if isinstance(want, list):
             older.append(i)
-        elif _crc(host) != want:
+        elif _crc(_host(leaves[i])) != want:
             damaged.append(path)
-        leaves[i] = _committed_as(leaves[i], host, template)
-        del host
+        leaves[i] = _committed_as(leaves[i], template)
     sums = _checksums([leaves[i] for i in older]) if older else []
     damaged += [
         paths[i] for i, s in zip(older, sums, strict=True) if s.tolist() != saved[paths[i]][3]
@@ -217,14 +228,15 @@ def _verified(saved: dict[str, list[Any]], restored: Any, like: Any) -> tuple[An
     return jax.tree.unflatten(treedef, leaves), sorted(damaged, key=paths.index)
 
 
-def _committed_as(leaf: Any, host: np.ndarray, like: Any) -> Any:
-    """``leaf`` (committed by orbax), uncommitted when ``like`` is, from its ``host``
-    elements (on a CPU the same memory, not a copy)."""
+def _committed_as(leaf: Any, like: Any) -> Any:
+    """``leaf`` (committed by orbax), uncommitted when ``like`` is (as a fresh ``init``'s
+    arrays are), through the host: on a CPU the same memory, not a copy."""
     if not isinstance(leaf, jax.Array) or not isinstance(like, jax.Array) or like.committed:
         return leaf
     if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        return jax.random.wrap_key_data(jax.device_put(host), impl=jax.random.key_impl(leaf))
-    return jax.device_put(host)
+        data = jax.device_put(_host(leaf))
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
+    return jax.device_put(_host(leaf))
 
 
 class Checkpointer:
