@@ -124,6 +124,21 @@ def test_a_tensor_is_read_into_memory_a_cpu_device_can_take_over(saved) -> None:
     assert jax.device_put(value).unsafe_buffer_pointer() == value.ctypes.data
 
 
+def test_a_large_tensor_is_read_into_mapped_memory_a_cpu_device_can_take_over(tmp_path) -> None:
+    import jax
+
+    big = np.random.default_rng(2).standard_normal((1 << 19) + 3).astype(np.float32)  # 2 MiB
+    prefix = str(tmp_path / "big")
+    tb.write_bundle(prefix, {"big": big, "small": big[:5]})
+    value = tb.BundleReader(prefix).read("big")
+    np.testing.assert_array_equal(value, big)
+    assert value.ctypes.data % 4096 == 0 and value.flags.writeable
+    placed = jax.device_put(value)
+    assert placed.unsafe_buffer_pointer() == value.ctypes.data
+    del value
+    np.testing.assert_array_equal(placed, big)  # the memory lives as long as the array
+
+
 def test_write_leaves_only_the_checkpoint(saved, tmp_path) -> None:
     tb.write_checkpoint_state(saved)
     assert sorted(os.listdir(tmp_path)) == [
