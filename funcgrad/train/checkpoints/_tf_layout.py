@@ -237,7 +237,36 @@ def _check_extras(caller: str, extras: Any) -> dict[str, Any]:
             f"{caller}: extras must map TensorFlow names to arrays, got {extras!r}; pass "
             "e.g. extras={'learning_rate': jnp.float32(0.1)}."
         )
+    huge = [f"{k!r} is {v}" for k, v in extras.items() if _python_dtype(v) == np.dtype(object)]
+    if huge:
+        raise ValueError(
+            f"{caller}: in extras, {', '.join(huge)}, beyond int64, the widest integer of a "
+            "TensorFlow checkpoint; pass it as a NumPy array of the graph variable's dtype."
+        )
     return dict(extras)
+
+
+def _python_dtype(value: Any) -> np.dtype | None:
+    """The dtype ``tf.Variable(value)`` gives a Python number: bool, int32 (int64 beyond
+    it; ``object`` beyond that, which no checkpoint holds), float32, complex128;
+    ``None`` for anything else."""
+    if isinstance(value, bool):
+        return np.dtype(np.bool_)
+    if isinstance(value, int):
+        fits = [t for t in (np.int32, np.int64) if np.iinfo(t).min <= value <= np.iinfo(t).max]
+        return np.dtype(fits[0] if fits else object)
+    kinds = {float: np.float32, complex: np.complex128}
+    return np.dtype(kinds[type(value)]) if type(value) in kinds else None
+
+
+def _held(value: Any) -> Any:
+    """An extra as the checkpoint holds it: a JAX array as it is, a NumPy array or scalar
+    as a NumPy array of its own dtype (never through JAX, which without
+    ``jax_enable_x64`` turns int64 into int32), a Python number as ``tf.Variable`` makes
+    it (:func:`_python_dtype`)."""
+    if isinstance(value, jax.Array):
+        return value
+    return np.asarray(value, _python_dtype(value))
 
 
 def plan(
@@ -448,6 +477,7 @@ def _naming(caller: str) -> Iterator[None]:
 def _check_all(caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[str, Any]]) -> None:
     missing: list[str] = []
     wrong: list[str] = []
+    wide: list[str] = []  # dtypes JAX cannot hold now (jax_enable_x64 is off)
     found = list(reader.entries)
     claimed = {name for name, _ in wanted}
     unclaimed = [f for f in found if f not in claimed]
@@ -463,11 +493,13 @@ def _check_all(caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[
             ok = dtype is not None and dtype.kind in "iu" and entry.shape == ()
             want = "an integer scalar"
         else:
-            ok = dtype == np.dtype(jnp.result_type(like)) and entry.shape == np.shape(like)
-            want = _describe(jnp.result_type(like), np.shape(like))
+            ok = dtype == like.dtype and entry.shape == like.shape
+            want = _describe(like.dtype, like.shape)
         if not ok:
             got = _describe(dtype, entry.shape) if dtype else f"a tensor of type {entry.dtype}"
             wrong.append(f"{name!r} is {got} in the checkpoint, {want} in the state")
+            if dtype is not None and jax.dtypes.canonicalize_dtype(dtype) != dtype:
+                wide.append(dtype.name)
     problems = []
     if missing:
         problems.append(
@@ -480,6 +512,13 @@ def _check_all(caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[
         problems.append(
             f"{'; '.join(wrong)}; build the params with the shapes and dtypes the "
             "TensorFlow run saved (its Saver restores only those), then optimizer.init"
+        )
+    if wide:
+        names = " or ".join(dict.fromkeys(wide))
+        problems.append(
+            f"JAX holds no {names} while jax_enable_x64 is off: pass NumPy templates "
+            f'(np.{wide[0]}(0)) in extras, or call jax.config.update("jax_enable_x64", '
+            "True) before building the state"
         )
     if problems:
         raise ValueError(f"{caller}: {'; and '.join(problems)}.")
@@ -525,7 +564,13 @@ class View:
         return self.value(item)
 
     def value(self, item: Item) -> Any:
-        """The state's value of ``item``, as the checkpoint holds it (sign, dtype)."""
+        """The state's value of ``item``, as the checkpoint holds it (sign, dtype): an
+        extra as :func:`_held` says, the state's values as JAX holds them."""
+        if item.what == "extra":
+            return _held(self.extras[item.key])
+        return jnp.asarray(self._value(item))
+
+    def _value(self, item: Item) -> Any:
         if item.what == "variable":
             return self.flat.variables[item.leaf]
         if item.what == "slot":
@@ -536,7 +581,5 @@ class View:
             return self.state.global_step
         if item.what in ("loss_scale", "good_steps"):
             return getattr(self.state.opt_state, item.what)
-        if item.what == "average":
-            assert self.averages is not None
-            return self.averages.variables[item.leaf]
-        return self.extras[item.key]
+        assert self.averages is not None and item.what == "average"
+        return self.averages.variables[item.leaf]

@@ -162,7 +162,10 @@ def restore_tf_checkpoint(
         ``params`` or of part of it: each average is read as
         ``<its name>/ExponentialMovingAverage``).
       extras: other variables of the graph to read, TensorFlow name to a template array
-        of the dtype and shape saved (``{"learning_rate": jnp.float32(0)}``).
+        of the dtype and shape saved (``{"learning_rate": jnp.float32(0)}``).  A JAX
+        template reads a JAX array where it is; any other (a NumPy array or scalar, a
+        Python number, of the dtype ``save_tf_checkpoint`` gives it) a NumPy array, so
+        ``np.int64(0)`` reads an int64 counter whether ``jax_enable_x64`` is on or off.
 
     Returns:
       The restored ``TrainState``: params, slots, loss scale and ``global_step`` from
@@ -175,7 +178,8 @@ def restore_tf_checkpoint(
     Raises:
       FileNotFoundError: there is no checkpoint at ``path``.
       ValueError: names are missing, or have another dtype or shape (one message lists
-        them all, with close names the checkpoint has); the file is damaged or not a
+        them all, with close names the checkpoint has, and names ``jax_enable_x64`` when
+        the checkpoint's dtype is one JAX holds only with it); the file is damaged or not a
         checkpoint (every CRC32C is checked); Adam's powers do not come from the
         optimizer's betas; ``global_step`` exceeds int32; ``name_map`` names nothing;
         two values have one TensorFlow name (two leaves of ``params`` with one path
@@ -228,8 +232,11 @@ def restore_tf_checkpoint(
             scale = _place(value, view.value(item))
         elif item.what == "average":
             averages[item.leaf] = _place(value, averages[item.leaf])
-        else:
-            restored_extras[item.key] = _place(value, view.value(item))
+        else:  # an extra: a JAX array for a JAX template, else the NumPy array read
+            like = view.value(item)
+            restored_extras[item.key] = (
+                _place(value, like) if isinstance(like, jax.Array) else value
+            )
         del value  # the next tensor is read while this one's memory is free
     opt_state = state.opt_state
     for p, part in enumerate(parts):
@@ -332,7 +339,11 @@ def save_tf_checkpoint(
         :func:`restore_tf_checkpoint`; ``None`` as a value leaves that value out.
       ema_state: the moving averages to write as ``<name>/ExponentialMovingAverage``.
       extras: other variables of the graph, TensorFlow name to array
-        (``{"learning_rate": jnp.float32(0.1)}``), written as given.
+        (``{"learning_rate": jnp.float32(0.1)}``), written in their own dtype (a NumPy
+        int64 or float64 too, whether ``jax_enable_x64`` is on or off), a Python number
+        in the dtype ``tf.Variable(number)`` gives it: ``bool``, ``int32`` (``int64``
+        beyond it), ``float32``, ``complex128``.  The state's own values are written as
+        JAX holds them.
       global_step_dtype: ``np.int64`` (``tf.train.get_or_create_global_step``'s) or
         ``np.int32`` (a graph's ``tf.Variable(0)``): TensorFlow restores only the dtype
         its graph has.
@@ -342,9 +353,9 @@ def save_tf_checkpoint(
 
     Raises:
       ValueError: two values have one TensorFlow name, a name starts with NUL or is
-        not UTF-8 text, ``path`` is a directory, ``global_step`` is negative, or
-        ``global_step_dtype`` is not int32 or int64; as :func:`restore_tf_checkpoint`
-        for ``name_map``.
+        not UTF-8 text, ``path`` is a directory, ``global_step`` is negative,
+        ``global_step_dtype`` is not int32 or int64, or a Python int of ``extras`` is
+        beyond int64; as :func:`restore_tf_checkpoint` for ``name_map``.
       TypeError: a value's dtype has no TensorFlow dtype; as
         :func:`restore_tf_checkpoint`.
 
@@ -381,10 +392,10 @@ def save_tf_checkpoint(
     named = {item.name: item for item in items if item.name is not None}
 
     def stored_dtype(item: Item) -> np.dtype:
-        return dtypes.get(item.what) or np.dtype(jnp.result_type(view.held(item)))
+        return dtypes.get(item.what) or np.dtype(view.held(item).dtype)
 
     def host(item: Item) -> Callable[[], np.ndarray]:  # made when written, one at a time
-        return lambda: np.asarray(jnp.asarray(view.value(item)), dtypes.get(item.what))
+        return lambda: np.asarray(view.value(item), dtypes.get(item.what))
 
     tensors = {name: host(item) for name, item in named.items()}
     stored = {name: stored_dtype(item) for name, item in named.items()}
