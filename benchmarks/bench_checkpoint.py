@@ -14,7 +14,9 @@ on zeros).  A TensorFlow graph holds the same variables under the names
 ``save_tf_checkpoint`` writes.  Each child times its one operation and reports the
 growth of its peak resident memory during it (Linux's ``VmHWM``, reset just before);
 the templates a restore fills are made before.  Printed: the median seconds of each, the
-median of the per-repeat ratios funcgrad / baseline, and the median peak growth.
+median of the per-repeat ratios funcgrad / baseline, the median peak growth, and how
+long making the checkpoint's size of new memory present takes (the floor of a restore
+into new arrays, which ``Saver.restore``, assigning its variables, does not pay).
 
     PYTHONPATH=. python benchmarks/bench_checkpoint.py --repeats 3
     PYTHONPATH=. python benchmarks/bench_checkpoint.py --layers 1 --hidden 32 --vocab 100 \\
