@@ -672,15 +672,14 @@ def compare_tf_checkpoint(
     items, parts = _tf_layout.plan(caller, state, optimizer, name_map, var_list, ema_state, extras)
     prefix = _tf_layout.checkpoint_prefix(caller, path)
     view = _tf_layout.View(state, parts, ema_state, extras)
-    ours = {item.name: np.asarray(view.value(item)) for item in items if item.name is not None}
+    ours = {item.name: item for item in items if item.name is not None}  # read one at a time
     counts = {item.name for item in items if item.what in ("global_step", "good_steps")}
-    wanted = [(name, None if name in counts else value) for name, value in ours.items()]
-    theirs = _tf_layout.read_all(caller, prefix, wanted)
+    wanted = [(name, None if name in counts else view.held(ours[name])) for name in ours]
     keys = {item.name: item.key for item in items}
     differences: dict[str, float] = {}
     failing: list[tuple[float, str]] = []
-    for name, got in ours.items():
-        want = theirs[name]
+    for name, want in _tf_layout.read_each(caller, prefix, wanted):
+        got = np.asarray(view.value(ours[name]))
         error, allowed = _differ(got, want, tol)
         differences[name] = float(np.max(error, initial=0.0))
         bad = np.asarray(~(error <= allowed))

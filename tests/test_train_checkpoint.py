@@ -446,10 +446,42 @@ def test_every_dtype_and_a_restore_onto_another_sharding_pass_the_checksums(tmp_
 # --- the checksum itself ------------------------------------------------------------------
 
 
+def test_checksums_compile_nothing(tmp_path, caplog):
+    """The CRCs are computed on the host: no XLA compile for a state of a new shape."""
+    state = OPT.init({"w": jnp.ones((7, 3)), "b": jnp.zeros(5)})
+    jax.block_until_ready(state)
+    with (
+        caplog.at_level("WARNING", logger="jax"),
+        jax.log_compiles(True),
+        fg.train.Checkpointer(tmp_path) as ckpt,
+    ):
+        ckpt.save(state)
+        chex.assert_trees_all_equal(ckpt.restore(state), state)
+    assert not [r for r in caplog.records if "ompil" in r.getMessage()]
+
+
+def test_a_leaf_spread_over_hosts_is_summed_on_its_devices(tmp_path, monkeypatch):
+    """A leaf no process can read whole gets the sums computed where it is; a record
+    holding both kinds verifies each leaf by its own."""
+    from funcgrad.train.checkpoints import orbax as checkpoint
+
+    state = train(initial_state(), 1)
+    whole_here = checkpoint._whole_here
+    spread = state.params["w"]
+    monkeypatch.setattr(checkpoint, "_whole_here", lambda x: x is not spread and whole_here(x))
+    with fg.train.Checkpointer(tmp_path) as ckpt:
+        ckpt.save(state)
+        record = ckpt._manager.metadata(1).custom_metadata["funcgrad_leaves"]
+        chex.assert_trees_all_equal(ckpt.restore(initial_state()), state)
+    kinds = {entry[0]: type(entry[3]) for entry in record}
+    assert kinds.pop("params/w") is list and set(kinds.values()) == {int}
+
+
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32, jnp.uint8])
-def test_the_checksum_sees_where_each_element_is(dtype):
+def test_the_older_checksum_sees_where_each_element_is(dtype):
     """The same elements in another order are other data: a checksum that summed the
-    elements' mixes without their positions would restore a permuted array silently."""
+    elements' mixes without their positions would restore a permuted array silently
+    (the record of steps saved before the CRC-32C one, still verified)."""
     from funcgrad.train.checkpoints import orbax as checkpoint
 
     a = jnp.arange(16).astype(dtype)
@@ -463,3 +495,66 @@ def test_the_checksum_sees_where_each_element_is(dtype):
     assert len({sums[0], sums[1], sums[2]}) == 3
     assert sums[3] == sums[0]  # one shape or another, the same bits in the same order
     assert sums[4] != sums[3]  # the transpose moves elements
+
+
+# --- a resumed run compiles its step once -------------------------------------------------
+
+
+def _save_and_restore_orbax(directory, state, template):
+    with fg.train.Checkpointer(directory) as ckpt:
+        ckpt.save(state)
+        return ckpt.restore(template)
+
+
+def _save_and_restore_tf(directory, state, template):
+    prefix = fg.train.save_tf_checkpoint(directory / "model.ckpt", state, OPT)
+    return fg.train.restore_tf_checkpoint(prefix, template, OPT)
+
+
+@pytest.mark.parametrize("save_and_restore", [_save_and_restore_orbax, _save_and_restore_tf])
+@pytest.mark.parametrize("placed", [False, True], ids=["fresh", "committed"])
+def test_a_resumed_run_compiles_its_step_once(tmp_path, save_and_restore, placed):
+    """A restored state is committed as the template is (a fresh init's is not; one put
+    on a device is), so the first step on it and the next on its outputs reuse the step
+    the run compiled before the save: init, a step, a save, a restore, 3 steps, 1 compile."""
+    step = jax.jit(lambda state: train_step.__wrapped__(state))  # its own compile cache
+    template = jax.device_put(initial_state(), jax.devices()[0]) if placed else initial_state()
+    state = step(template)
+    restored = save_and_restore(tmp_path, state, template)
+    for leaf, like in zip(jax.tree.leaves(restored), jax.tree.leaves(template), strict=True):
+        assert leaf.committed == like.committed
+    chex.assert_trees_all_equal(restored, state)
+    for _ in range(3):
+        restored = step(restored)
+    assert step._cache_size() == 1
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_step_saved_with_the_older_checksums_restores_and_is_verified(tmp_path):
+    """tests/data/checkpointer_sums: a step saved before the CRC-32C record (a pair of
+    sums per leaf), by the code of that time."""
+    bits = jax.random.bits(jax.random.key(1), (256,), jnp.uint32)
+    params = {"w": jax.lax.bitcast_convert_type(bits, jnp.float32), "h": jnp.arange(4.0)}
+    params["h"] = params["h"].astype(jnp.bfloat16)
+    opt = fg.train.AdamOptimizer(0.1)
+    saved = opt.init(params)
+    shutil.copytree(ROOT / "tests" / "data" / "checkpointer_sums", tmp_path / "run")
+    with fg.train.Checkpointer(tmp_path / "run") as ckpt:
+        chex.assert_trees_all_equal(
+            ckpt.restore(opt.init(jax.tree.map(jnp.zeros_like, params))), saved
+        )
+    raw = np.asarray(params["w"]).tobytes()
+    files = [p for p in (tmp_path / "run").rglob("d/*") if raw in p.read_bytes()]
+    errors = []
+    for data_file in files:  # w's bytes are in more than one of orbax's files
+        shutil.rmtree(tmp_path / "copy", ignore_errors=True)
+        shutil.copytree(tmp_path / "run", tmp_path / "copy")
+        copy = tmp_path / "copy" / data_file.relative_to(tmp_path / "run")
+        _flip_bit(copy, 8 * copy.read_bytes().index(raw) + 77)
+        try:
+            with fg.train.Checkpointer(tmp_path / "copy") as ckpt:
+                chex.assert_trees_all_equal(ckpt.restore(saved), saved)  # a file not read
+        except ValueError as error:
+            errors.append(str(error))
+    assert any("the data of ['params/w'] does not match the checksum" in e for e in errors)
+    _settle()

@@ -82,6 +82,63 @@ def test_round_trip_of_an_index_of_several_blocks(tmp_path) -> None:
     _assert_same(tb.BundleReader(prefix), values)
 
 
+def test_values_given_as_functions_are_made_one_at_a_time_as_written(tmp_path, monkeypatch) -> None:
+    """A save copies a state to the host one tensor at a time: each value is made only
+    after the one before it has been written."""
+    values, events = _values(), []
+    temporary = tb._tf_files.temporary
+
+    def recorded(path, pieces):
+        def each():
+            for piece in pieces:
+                yield piece
+                events.append("written")  # the file took the piece; the next is asked for
+
+        return temporary(path, each())
+
+    monkeypatch.setattr(tb._tf_files, "temporary", recorded)
+
+    def maker(name: str):
+        return lambda: events.append(name) or values[name]
+
+    prefix = str(tmp_path / "model.ckpt")
+    tb.write_bundle(prefix, {name: maker(name) for name in values})
+    _assert_same(tb.BundleReader(prefix), values)
+    assert events == [e for name in sorted(values) for e in (name, "written")] + ["written"]
+    reference = str(tmp_path / "reference")
+    tb.write_bundle(reference, values)
+    for suffix in (".index", DATA):
+        assert Path(prefix + suffix).read_bytes() == Path(reference + suffix).read_bytes()
+
+
+def test_a_tensor_is_read_into_memory_a_cpu_device_can_take_over(saved) -> None:
+    """Read buffers lie at 64-byte boundaries, where jax.device_put aliases them (no copy)."""
+    import jax
+
+    reader = tb.BundleReader(saved)
+    for name in reader.entries:
+        value = reader.read(name)
+        assert value.ctypes.data % 64 == 0 or not value.size
+        assert value.flags.writeable
+    value = reader.read("W")
+    assert jax.device_put(value).unsafe_buffer_pointer() == value.ctypes.data
+
+
+def test_a_large_tensor_is_read_into_mapped_memory_a_cpu_device_can_take_over(tmp_path) -> None:
+    import jax
+
+    big = np.random.default_rng(2).standard_normal((1 << 19) + 3).astype(np.float32)  # 2 MiB
+    prefix = str(tmp_path / "big")
+    tb.write_bundle(prefix, {"big": big, "small": big[:5]})
+    value = tb.BundleReader(prefix).read("big")
+    np.testing.assert_array_equal(value, big)
+    assert value.ctypes.data % 4096 == 0 and value.flags.writeable
+    placed = jax.device_put(value)
+    assert placed.unsafe_buffer_pointer() == value.ctypes.data
+    del value
+    np.testing.assert_array_equal(placed, big)  # the memory lives as long as the array
+
+
 def test_write_leaves_only_the_checkpoint(saved, tmp_path) -> None:
     tb.write_checkpoint_state(saved)
     assert sorted(os.listdir(tmp_path)) == [
@@ -431,3 +488,24 @@ def test_damaged_indexes_say_which_file_and_what_to_do(saved, damage, what: str)
     damage(saved)
     with pytest.raises(tb.CheckpointFormatError, match=rf"^{re.escape(saved)}\.index.*{what}{FIX}"):
         _read_everything(saved)
+
+
+def test_a_restore_places_each_tensor_before_it_reads_the_next(tmp_path, monkeypatch) -> None:
+    """Its memory grows by the restored state and one tensor, not by the checkpoint."""
+    import jax
+
+    import funcgrad as fg
+
+    opt = fg.train.MomentumOptimizer(0.1, momentum=0.9)
+    state = opt.init({"W": jnp.ones((3, 2)), "b": jnp.zeros(2)})
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt"), state, opt)
+    events, read, device_put = [], tb.BundleReader.read, jax.device_put
+    monkeypatch.setattr(tb.BundleReader, "read", lambda self, n: events.append(n) or read(self, n))
+    monkeypatch.setattr(
+        jax, "device_put", lambda *a, **k: events.append("placed") or device_put(*a, **k)
+    )
+    restored = fg.train.restore_tf_checkpoint(prefix, state, opt)
+    names = ["W", "W/Momentum", "b", "b/Momentum", "global_step"]
+    assert sorted(events[::2]) == sorted(names) and events[1::2] == ["placed"] * len(names)
+    for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(state), strict=True):
+        np.testing.assert_array_equal(got, want)

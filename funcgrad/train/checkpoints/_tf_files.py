@@ -106,14 +106,19 @@ def open_regular(path: str, fix: str) -> tuple[FileIO, int]:
 def read_at(file: FileIO, offset: int, size: int, where: str) -> bytearray:
     """``size`` bytes of ``file`` from ``offset`` (which the caller checked lie inside it)."""
     buf = bytearray(size)
-    view, got = memoryview(buf), 0
+    read_into(file, offset, memoryview(buf), where)
+    return buf
+
+
+def read_into(file: FileIO, offset: int, buf: memoryview, where: str) -> None:
+    """Fill ``buf`` with the bytes of ``file`` from ``offset`` (checked by the caller)."""
+    got = 0
     file.seek(offset)
-    while got < size:
-        n = file.readinto(view[got:])
+    while got < len(buf):
+        n = file.readinto(buf[got:])
         if not n:
             raise damaged(where, f"it ended at byte {offset + got} while being read", "truncated")
         got += n
-    return buf
 
 
 def temporary(path: str, pieces: Iterable[bytes | memoryview]) -> str:

@@ -25,13 +25,16 @@ the slots, and so number them); each optimizer creates its slots variable by var
 in the order of ``fg.train.variable_names``.  A ``name_map`` covers anything else.
 
 :func:`plan` lists every value as an :class:`Item`; :class:`View` reads an item's value
-from a state as TensorFlow holds it; :func:`read_all` reads and checks the checkpoint's.
+from a state as TensorFlow holds it; :func:`read_each` checks the checkpoint's names,
+dtypes and shapes, then reads its values one at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Any
 from typing import NamedTuple
@@ -469,24 +472,43 @@ def _describe(dtype: Any, shape: tuple[int, ...]) -> str:
     return f"{np.dtype(dtype).name}{list(shape)}"
 
 
-def read_all(caller: str, prefix: str, wanted: list[tuple[str, Any]]) -> dict[str, np.ndarray]:
-    """``{name: value}`` for each ``(name, like)``: the checkpoint's value of ``like``'s
-    dtype and shape (any integer scalar where ``like`` is ``None``: ``global_step``).
-    Every name missing or of another dtype or shape is reported in one ``ValueError``;
-    a damaged file is a ``CheckpointFormatError`` that names ``caller``."""
+def read_each(
+    caller: str, prefix: str, wanted: list[tuple[str, Any]]
+) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, value)`` for each ``(name, like)``, in order: the checkpoint's value of
+    ``like``'s dtype and shape (any integer scalar where ``like`` is ``None``:
+    ``global_step``), each read (and its CRC32C checked) only when the one before has been
+    taken.  Every name missing or of another dtype or shape is reported now, in one
+    ``ValueError``; a damaged file is a ``CheckpointFormatError`` that names ``caller``."""
+    with _naming(caller):
+        reader = _tf_bundle.BundleReader(prefix)
+    _check_all(caller, reader, wanted)
+    return _each(caller, reader, [name for name, _ in wanted])
+
+
+def _each(
+    caller: str, reader: _tf_bundle.BundleReader, names: list[str]
+) -> Iterator[tuple[str, np.ndarray]]:
+    for name in names:
+        with _naming(caller):
+            value = reader.read(name)
+        yield name, value
+        del value  # not held while the next is read
+
+
+@contextlib.contextmanager
+def _naming(caller: str) -> Iterator[None]:
+    """A damaged file's ``CheckpointFormatError``, saying who read it."""
     try:
-        return _read_all(caller, _tf_bundle.BundleReader(prefix), wanted)
-    except _tf_bundle.CheckpointFormatError as error:  # a damaged file: say who read it
+        yield
+    except _tf_bundle.CheckpointFormatError as error:
         raise _tf_bundle.CheckpointFormatError(f"{caller}: {error}") from None
 
 
-def _read_all(
-    caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[str, Any]]
-) -> dict[str, np.ndarray]:
+def _check_all(caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[str, Any]]) -> None:
     missing: list[str] = []
     wrong: list[str] = []
     wide: list[str] = []  # dtypes JAX cannot hold now (jax_enable_x64 is off)
-    out: dict[str, np.ndarray] = {}
     found = list(reader.entries)
     claimed = {name for name, _ in wanted}
     unclaimed = [f for f in found if f not in claimed]
@@ -509,8 +531,6 @@ def _read_all(
             wrong.append(f"{name!r} is {got} in the checkpoint, {want} in the state")
             if dtype is not None and jax.dtypes.canonicalize_dtype(dtype) != dtype:
                 wide.append(dtype.name)
-            continue
-        out[name] = reader.read(name)
     problems = []
     if missing:
         problems.append(
@@ -533,7 +553,6 @@ def _read_all(
         )
     if problems:
         raise ValueError(f"{caller}: {'; and '.join(problems)}.")
-    return out
 
 
 class View:
@@ -564,6 +583,17 @@ class View:
         """The state of a part's transformation (inside its learning-rate state)."""
         return get(self.state.opt_state, self.parts[part].at).inner_state
 
+    def sign(self, item: Item) -> int:
+        """The sign the state holds ``item``'s value with: -1 for RMSProp's momentum."""
+        return self.parts[item.part].kind.slots[item.number][1] if item.what == "slot" else 1
+
+    def held(self, item: Item) -> Any:
+        """The state's value of ``item`` as the state holds it: :meth:`value` before the
+        sign (the same dtype and shape, nothing computed)."""
+        if item.what == "slot":
+            return self.slots[item.part][item.number][0][self.flat.at[item.leaf]]
+        return self.value(item)
+
     def value(self, item: Item) -> Any:
         """The state's value of ``item``, as the checkpoint holds it (sign, dtype): an
         extra as :func:`_held` says, the state's values as JAX holds them."""
@@ -575,9 +605,7 @@ class View:
         if item.what == "variable":
             return self.flat.variables[item.leaf]
         if item.what == "slot":
-            sign = self.parts[item.part].kind.slots[item.number][1]
-            leaf = self.slots[item.part][item.number][0][self.flat.at[item.leaf]]
-            return leaf if sign == 1 else -leaf
+            return self.held(item) if self.sign(item) == 1 else -self.held(item)
         if item.what == "non_slot":  # Adam's beta1_power, beta2_power, as the state holds them
             paths = self.parts[item.part].kind.non_slot_paths
             path = paths[item.number] if paths else (0, ("beta1_power", "beta2_power")[item.number])

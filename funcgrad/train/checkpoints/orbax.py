@@ -11,17 +11,25 @@ anything is written — for a bad step or a directory that holds something else.
 
 Verification: orbax checksums none of the array data (TensorStore's zarr3 format puts
 a ``crc32c`` on a shard's index only), so a flipped bit restores as a wrong number.
-Each save therefore records, for every leaf, its path, dtype, shape and a 64-bit
-checksum in the step's own metadata (orbax's ``custom_metadata``, written inside the
-temporary directory, so it commits with the step).  :meth:`Checkpointer.restore`
-refuses a template whose leaves differ in path, dtype or shape — orbax would cast —
-and recomputes the checksums of what it read.  The checksum is computed by XLA on the
-devices that hold the arrays (any sharding, no copy to the host): each element's bits,
-as 32-bit words, are mixed with their position by MurmurHash3's finaliser and the
-results summed modulo 2**32, twice with different seeds.  The mix is a bijection of the
-word for each position, so any change confined to one word always changes the sum;
-integer addition does not depend on the reduction order, so the value does not depend
-on the sharding either.
+Each save therefore records, for every leaf, its path, dtype, shape and the CRC-32C of
+its bytes (C order, little-endian; a PRNG key's data) in the step's own metadata
+(orbax's ``custom_metadata``, written inside the temporary directory, so it commits with
+the step).  :meth:`Checkpointer.restore` refuses a template whose leaves differ in path,
+dtype or shape — orbax would cast — and recomputes the CRCs of what it read.  A CRC is
+computed on the host, leaf by leaf, at the speed the CPU's CRC32 instruction reads
+memory: a leaf on a CPU device is read where it is (``np.asarray`` makes no copy), one on
+an accelerator is copied to the host alone; nothing is compiled.
+
+A leaf this process cannot read whole (an array spread over several hosts), and every
+leaf of a step saved by earlier versions, has a pair of 32-bit sums instead, computed by
+XLA on the devices that hold it (:func:`_checksums`): each element's bits as 32-bit
+words mixed with their position by MurmurHash3's finaliser and summed modulo 2**32,
+twice with different seeds — a value that does not depend on the sharding.  A record
+may hold both kinds; each leaf is verified by its own.
+
+A restored leaf is committed as the template's is (orbax commits every array it
+restores; a fresh ``init``'s arrays are uncommitted), so a jitted step compiles once for
+a fresh state, a restored one and their successors.
 """
 
 from __future__ import annotations
@@ -36,8 +44,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from funcgrad import _checks
+from funcgrad.train.checkpoints._crc32c import crc32c
 
 __all__ = ["Checkpointer"]
 
@@ -113,7 +123,8 @@ def _words(x: jax.Array) -> jax.Array:
 
 @jax.jit
 def _checksums(leaves: list[jax.Array]) -> list[jax.Array]:
-    """A ``uint32[2]`` checksum of each leaf's bits and their positions (module note)."""
+    """A ``uint32[2]`` checksum of each leaf's bits and their positions: the record of
+    steps saved before the CRC-32C one (module note)."""
     sums = []
     for leaf in leaves:
         words = _words(leaf)
@@ -129,6 +140,18 @@ def _checksums(leaves: list[jax.Array]) -> list[jax.Array]:
     return sums
 
 
+def _host(leaf: Any) -> np.ndarray:
+    """A leaf's elements on the host, a PRNG key as its data (a CPU array is not copied)."""
+    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        leaf = jax.random.key_data(leaf)
+    return np.asarray(leaf, order="C")
+
+
+def _crc(host: np.ndarray) -> int:
+    """The CRC-32C of a host array's bytes (little-endian)."""
+    return crc32c(np.asarray(host, host.dtype.newbyteorder("<")))
+
+
 def _describe(tree: Any) -> list[list[Any]]:
     """``[path, dtype, shape]`` of each leaf of ``tree``, paths as ``"params/w"``."""
     described = []
@@ -140,10 +163,23 @@ def _describe(tree: Any) -> list[list[Any]]:
     return described
 
 
+def _whole_here(leaf: Any) -> bool:
+    """Whether this process can read all of ``leaf`` (not spread over several hosts)."""
+    return not isinstance(leaf, jax.Array) or leaf.is_fully_addressable
+
+
+def _checksum(leaf: Any) -> int | list[int]:
+    """A leaf's CRC-32C, computed on the host; its pair of sums where it is not all here."""
+    if _whole_here(leaf):
+        return _crc(_host(leaf))
+    return [int(v) for v in _checksums([leaf])[0]]
+
+
 def _record(state: Any) -> list[list[Any]]:
-    """What a save records of ``state``: each leaf's path, dtype, shape and checksum."""
-    sums = _checksums([jnp.asarray(leaf) for leaf in jax.tree.leaves(state)])
-    return [[*d, [int(v) for v in s]] for d, s in zip(_describe(state), sums, strict=True)]
+    """What a save records of ``state``: each leaf's path, dtype, shape and checksum, the
+    leaves copied to the host (where they are not there) one at a time."""
+    sums = [_checksum(jnp.asarray(leaf)) for leaf in jax.tree.leaves(state)]
+    return [[*d, s] for d, s in zip(_describe(state), sums, strict=True)]
 
 
 def _entries(record: Any) -> dict[str, list[Any]]:
@@ -172,14 +208,35 @@ def _mismatches(saved: dict[str, list[Any]], like: Any) -> list[str]:
     return problems[:10] + ([f"and {len(problems) - 10} more"] if len(problems) > 10 else [])
 
 
-def _damaged(saved: dict[str, list[Any]], restored: Any) -> list[str]:
-    """The paths of the leaves of ``restored`` whose checksum differs from the record's."""
-    sums = _checksums([jnp.asarray(leaf) for leaf in jax.tree.leaves(restored)])
-    return [
-        d[0]
-        for d, s in zip(_describe(restored), sums, strict=True)
-        if [int(v) for v in s] != saved[d[0]][3]
+def _verified(saved: dict[str, list[Any]], restored: Any, like: Any) -> tuple[Any, list[str]]:
+    """``restored`` with each leaf committed as ``like``'s, and the paths of the leaves
+    whose CRC-32C (or older checksum) differs from the record's; leaf by leaf."""
+    leaves, treedef = jax.tree.flatten(restored)
+    paths = [d[0] for d in _describe(restored)]
+    damaged, older = [], []
+    for i, (path, template) in enumerate(zip(paths, jax.tree.leaves(like), strict=True)):
+        want = saved[path][3]
+        if isinstance(want, list):
+            older.append(i)
+        elif _crc(_host(leaves[i])) != want:
+            damaged.append(path)
+        leaves[i] = _committed_as(leaves[i], template)
+    sums = _checksums([leaves[i] for i in older]) if older else []
+    damaged += [
+        paths[i] for i, s in zip(older, sums, strict=True) if s.tolist() != saved[paths[i]][3]
     ]
+    return jax.tree.unflatten(treedef, leaves), sorted(damaged, key=paths.index)
+
+
+def _committed_as(leaf: Any, like: Any) -> Any:
+    """``leaf`` (committed by orbax), uncommitted when ``like`` is (as a fresh ``init``'s
+    arrays are), through the host: on a CPU the same memory, not a copy."""
+    if not isinstance(leaf, jax.Array) or not isinstance(like, jax.Array) or like.committed:
+        return leaf
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        data = jax.device_put(_host(leaf))
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
+    return jax.device_put(_host(leaf))
 
 
 class Checkpointer:
@@ -332,7 +389,9 @@ class Checkpointer:
           step: the step, an integer; ``None`` takes :meth:`latest_step`.
 
         Returns:
-          The restored state, of ``like``'s type.
+          The restored state, of ``like``'s type, each array on ``like``'s sharding and
+          committed or not as ``like``'s is (so a jitted step compiled for ``like``
+          serves it).
 
         Raises:
           FileNotFoundError: there is no complete checkpoint, or not that step.
@@ -382,7 +441,7 @@ class Checkpointer:
         abstract = jax.tree.map(self._ocp.utils.to_shape_dtype_struct, like)
         args = self._ocp.args.StandardRestore(abstract)
         restored = self._read(where, steps, lambda: self._manager.restore(step, args=args))
-        damaged = _damaged(saved, restored)
+        restored, damaged = _verified(saved, restored, like)
         _checks.raise_collected(
             f"{where} is damaged",
             [f"the data of {_few(damaged)} does not match the checksum saved with it"]

@@ -10,8 +10,9 @@ A TF1 program that trains with the ``tf.train`` optimizers and saves with
 them (``funcgrad.train.checkpoints._tf_layout`` says how).  :func:`restore_tf_checkpoint`
 reads them into a state; :func:`save_tf_checkpoint` writes a state for TensorFlow.
 Continued training gives TensorFlow's numbers (to float32 rounding).  The files are
-read and written by ``funcgrad.train.checkpoints._tf_bundle``, with NumPy alone:
-TensorFlow is not needed.
+read and written by ``funcgrad.train.checkpoints._tf_bundle``, with NumPy (and
+``google-crc32c`` for the checksums): TensorFlow is not needed.  Both stream: a restore
+places each tensor before it reads the next, a save copies one at a time to the host.
 
 The names, per variable ``v`` (a name of :func:`~funcgrad.train.variable_names`):
 
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,12 +98,15 @@ def _adam_count(powers: list[float], betas: list[float], global_step: int) -> in
     return max(global_step, *past)
 
 
-def _place(value: np.ndarray, like: Any) -> jax.Array:
-    """``value`` as a JAX array where ``like`` is (its sharding), in ``like``'s dtype."""
-    array = jnp.asarray(value, jnp.result_type(like))
-    if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer):
-        return jax.device_put(array, like.sharding)
-    return array
+def _place(value: Any, like: Any) -> jax.Array:
+    """``value`` (read, or computed) as a JAX array of ``like``'s dtype, placed and
+    committed as ``like`` is: on its sharding where ``like`` is a committed array, else
+    uncommitted as a fresh ``init``'s arrays are, so that a jitted step compiles once for
+    a fresh state, a restored one and their successors."""
+    host = np.asarray(value, jnp.result_type(like))  # no copy: read buffers are aligned
+    if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer) and like.committed:
+        return jax.device_put(host, like.sharding)
+    return jax.device_put(host)
 
 
 def restore_tf_checkpoint(
@@ -164,7 +169,8 @@ def restore_tf_checkpoint(
 
     Returns:
       The restored ``TrainState``: params, slots, loss scale and ``global_step`` from
-      the checkpoint, each array where ``state``'s is (same sharding).  With
+      the checkpoint, each array where ``state``'s is (same sharding, committed or not as
+      it is, so a jitted step compiled for ``state`` serves it).  With
       ``ema_state`` or ``extras``: a tuple ``(state, ema_state, extras)`` of the
       restored ``TrainState``, ``EmaState`` (``None`` if not asked) and dict of arrays
       (so the annotation is ``Any``).
@@ -199,26 +205,25 @@ def restore_tf_checkpoint(
     view = View(state, parts, ema_state, extras)
 
     def like(item: Item) -> Any:  # None: any integer scalar
-        return None if item.what in ("global_step", "good_steps") else view.value(item)
+        return None if item.what in ("global_step", "good_steps") else view.held(item)
 
-    wanted = [(i.name, like(i)) for i in items if i.name is not None]
-    values = _tf_layout.read_all(caller, prefix, wanted)
+    named = [i for i in items if i.name is not None]
+    wanted = [(i.name, like(i)) for i in named if i.name is not None]  # all: named has names
+    values = _tf_layout.read_each(caller, prefix, wanted)
     variables = list(view.flat.variables)
     averages = list(view.averages.variables) if view.averages is not None else []
     slots = [[list(leaves) for leaves, _ in part_slots] for part_slots in view.slots]
     powers: dict[tuple[int, int], float] = {}
     counts = {"global_step": int(state.global_step)}
     restored_extras, scale = {}, None
-    for item in items:
-        if item.name is None:
-            continue
-        value = values[item.name]
+    for item, (_, value) in zip(named, values, strict=True):  # each placed before the next read
         if item.what == "variable":
             variables[item.leaf] = _place(value, variables[item.leaf])
         elif item.what == "slot":
             leaves, i = slots[item.part][item.number], view.flat.at[item.leaf]
-            sign = parts[item.part].kind.slots[item.number][1]
-            leaves[i] = _place(sign * value, leaves[i])
+            if view.sign(item) == -1:
+                np.negative(value, out=value)  # the read buffer, not a copy of it
+            leaves[i] = _place(value, leaves[i])
         elif item.what == "non_slot":
             powers[item.part, item.number] = float(value)
         elif item.what in ("global_step", "good_steps"):
@@ -232,6 +237,7 @@ def restore_tf_checkpoint(
             restored_extras[item.key] = (
                 _place(value, like) if isinstance(like, jax.Array) else value
             )
+        del value  # the next tensor is read while this one's memory is free
     opt_state = state.opt_state
     for p, part in enumerate(parts):
         inner = view.inner(p)
@@ -253,22 +259,24 @@ def restore_tf_checkpoint(
         elif (p, 0) in powers:
             betas = [part.optimizer.hyperparameters[k] for k in ("beta1", "beta2")]  # type: ignore[attr-defined]
             step = _adam_step(caller, [powers[p, 0], powers[p, 1]], betas, counts["global_step"])
-            dtype = _tf_layout.get(inner, (0, "step")).dtype
-            inner = _tf_layout.put(inner, (0, "step"), jnp.asarray(step, dtype))
+            inner = _tf_layout.put(
+                inner, (0, "step"), _place(step, _tf_layout.get(inner, (0, "step")))
+            )
             for k, key in enumerate(("beta1_power", "beta2_power")):  # TF's, as they are
-                inner = _tf_layout.put(inner, (0, key), jnp.float32(powers[p, k]))
+                power = _place(np.float32(powers[p, k]), _tf_layout.get(inner, (0, key)))
+                inner = _tf_layout.put(inner, (0, key), power)
         rate_state = _tf_layout.get(opt_state, part.at)._replace(inner_state=inner)
         if rate_state.step is not None:  # a schedule's own update count follows global_step
-            count = jnp.asarray(counts["global_step"], rate_state.step.dtype)
+            count = _place(counts["global_step"], rate_state.step)
             rate_state = rate_state._replace(step=count)
         opt_state = _tf_layout.put(opt_state, part.at, rate_state)
     if scale is not None:  # each read on its own: name_map may keep either as it is
         opt_state = opt_state._replace(loss_scale=scale)
     if "good_steps" in counts:
-        good_steps = jnp.asarray(counts["good_steps"], opt_state.good_steps.dtype)
+        good_steps = _place(counts["good_steps"], opt_state.good_steps)
         opt_state = opt_state._replace(good_steps=good_steps)
     params = view.flat.replaced(variables)
-    global_step = jnp.asarray(counts["global_step"], state.global_step.dtype)
+    global_step = _place(counts["global_step"], state.global_step)
     restored = TrainState(params, opt_state, global_step)
     if ema_state is None and extras is None:
         return restored
@@ -386,12 +394,17 @@ def save_tf_checkpoint(
         raise ValueError(f"{caller}: state.global_step is {global_step}; it counts steps from 0.")
     view = View(state, parts, ema_state, extras)
     dtypes = {"global_step": step_dtype, "good_steps": np.dtype(np.int64)}
-    tensors = {
-        item.name: np.asarray(view.value(item), dtypes.get(item.what))
-        for item in items
-        if item.name is not None
-    }
-    unstorable = [f"{n!r} is {a.dtype}" for n, a in tensors.items() if a.dtype not in _STORABLE]
+    named = {item.name: item for item in items if item.name is not None}
+
+    def stored_dtype(item: Item) -> np.dtype:
+        return dtypes.get(item.what) or np.dtype(view.held(item).dtype)
+
+    def host(item: Item) -> Callable[[], np.ndarray]:  # made when written, one at a time
+        return lambda: np.asarray(view.value(item), dtypes.get(item.what))
+
+    tensors = {name: host(item) for name, item in named.items()}
+    stored = {name: stored_dtype(item) for name, item in named.items()}
+    unstorable = [f"{n!r} is {dtype}" for n, dtype in stored.items() if dtype not in _STORABLE]
     if unstorable:
         raise TypeError(
             f"{caller}: {', '.join(unstorable)}, which a TensorFlow checkpoint does not hold; "
