@@ -124,8 +124,8 @@ def log_uniform_candidate_sampler(
     num_sampled: int,
     unique: bool,
     range_max: int,
-    seed: None = None,
-    name: None = None,
+    seed: int | None = None,
+    name: str | None = None,
     *,
     key: Any = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -185,8 +185,8 @@ def uniform_candidate_sampler(
     num_sampled: int,
     unique: bool,
     range_max: int,
-    seed: None = None,
-    name: None = None,
+    seed: int | None = None,
+    name: str | None = None,
     *,
     key: Any = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -165,7 +165,12 @@ def _lookup(
 
 
 def embedding_lookup(
-    params: Any, ids: Any, partition_strategy: str = "mod", max_norm: Any = None
+    params: Any,
+    ids: Any,
+    partition_strategy: str = "mod",
+    name: str | None = None,
+    validate_indices: bool = True,
+    max_norm: Any = None,
 ) -> jax.Array:
     """The rows of a table, or of its shards, at ``ids`` (``tf.compat.v1.nn.embedding_lookup``).
 
@@ -182,6 +187,8 @@ def embedding_lookup(
       params: an array of shape ``(V, *row)``, or a list of shards ``(V_p, *row)``.
       ids: integer ids, any shape.
       partition_strategy: ``"mod"`` (TensorFlow's default) or ``"div"``.
+      name: TensorFlow's op name; unused.
+      validate_indices: unused, as in TensorFlow.
       max_norm: ``None``, or the largest L2 norm of a looked-up row.
 
     Returns:
@@ -202,6 +209,7 @@ def embedding_lookup(
       >>> fg.nn.embedding_lookup(shards, jnp.array([4, 1]), "div").tolist()
       [[8.0, 9.0], [2.0, 3.0]]
     """
+    del name, validate_indices
     caller = "fg.nn.embedding_lookup(params, ids)"
     ids = _ids(caller, ids)
     flat = _lookup(caller, params, ids.reshape(-1), partition_strategy, max_norm)
@@ -296,7 +304,8 @@ def embedding_lookup_sparse(
     sp_ids: Any,
     sp_weights: Any,
     partition_strategy: str = "mod",
-    combiner: str = "mean",
+    name: str | None = None,
+    combiner: str | None = "mean",
     max_norm: Any = None,
 ) -> jax.Array:
     """One combined embedding per row of sparse ids (``tf.compat.v1.nn.embedding_lookup_sparse``).
@@ -317,7 +326,9 @@ def embedding_lookup_sparse(
         padding) are ignored.
       sp_weights: ``None``, or the weights at the same coordinates (same kind).
       partition_strategy: ``"mod"`` or ``"div"``, for shards.
-      combiner: ``"sum"``, ``"mean"`` (the default) or ``"sqrtn"``.
+      name: TensorFlow's op name; unused.
+      combiner: ``"sum"``, ``"mean"`` (the default; also for ``None``, as in TensorFlow)
+        or ``"sqrtn"``.
       max_norm: ``None``, or the largest L2 norm of a looked-up row (before weighting).
 
     Returns:
@@ -338,11 +349,13 @@ def embedding_lookup_sparse(
       >>> fg.nn.embedding_lookup_sparse(table, sp_ids, weights).tolist()  # mean
       [[1.25, 0.5], [0.0, 1.0]]
     """
+    del name
     caller = "fg.nn.embedding_lookup_sparse(params, sp_ids, sp_weights)"
     segments, ids, weights, inside, shape = _entries(caller, sp_ids, sp_weights, rank=2)
+    combiner = "mean" if combiner is None else combiner
     return _combine(
-        caller, params, segments, ids, weights, inside, shape[0], combiner,
-        partition_strategy, max_norm,
+        caller, params, segments, ids, weights, inside, shape[0], combiner, partition_strategy,
+        max_norm,
     )  # fmt: skip
 
 
@@ -352,9 +365,9 @@ def safe_embedding_lookup_sparse(
     sparse_weights: Any = None,
     combiner: str = "mean",
     default_id: int | None = None,
-    max_norm: Any = None,
+    name: str | None = None,
     partition_strategy: str = "div",
-    name: None = None,
+    max_norm: Any = None,
 ) -> jax.Array:
     """``embedding_lookup_sparse`` that prunes what it cannot use
     (``tf.compat.v1.nn.safe_embedding_lookup_sparse``).
@@ -372,9 +385,9 @@ def safe_embedding_lookup_sparse(
       sparse_weights: ``None``, or the weights at the same coordinates.
       combiner: ``"sum"``, ``"mean"`` (the default) or ``"sqrtn"``.
       default_id: ``None``, or the id an empty row looks up.
-      max_norm: ``None``, or the largest L2 norm of a looked-up row.
-      partition_strategy: ``"div"`` (the default here) or ``"mod"``.
       name: TensorFlow's op name; unused.
+      partition_strategy: ``"div"`` (the default here) or ``"mod"``.
+      max_norm: ``None``, or the largest L2 norm of a looked-up row.
 
     Returns:
       An array ``dense_shape[:-1] + row``.

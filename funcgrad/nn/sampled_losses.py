@@ -194,7 +194,7 @@ def sampled_softmax_loss(
     remove_accidental_hits: bool = True,
     partition_strategy: str = "mod",
     name: str = "sampled_softmax_loss",
-    seed: None = None,
+    seed: int | None = None,
     *,
     key: Any = None,
 ) -> jax.Array:
