@@ -235,3 +235,33 @@ def test_sampler_expected_counts_are_tensorflows_formula(run_tf1, tf, sampler, u
     got_true = candidate_sampling.expected_count(probability(labels), tries, num_sampled)
     np.testing.assert_allclose(np.asarray(got_sampled), sampled_ec, rtol=3e-6)
     np.testing.assert_allclose(np.asarray(got_true), true_ec, rtol=3e-6)
+
+
+@pytest.mark.parametrize("safe", [False, True])
+def test_sparse_lookups_clip_each_row_to_max_norm(run_tf1, tf, safe):
+    indices, ids, shape = _sparse(SP_ROWS, SP_COLS, SP_IDS, (4, 3))
+    shards = _shards(TABLE, 2)["mod"]
+    cot = RNG.normal(size=(4, 3)).astype(np.float32)
+    weights = np.abs(SP_WEIGHTS)
+    lookup = "safe_embedding_lookup_sparse" if safe else "embedding_lookup_sparse"
+
+    def build():
+        xs = [tf.constant(s) for s in shards]
+        out = getattr(tf.compat.v1.nn, lookup)(
+            xs, tf.SparseTensor(indices, ids, shape), tf.SparseTensor(indices, weights, shape),
+            partition_strategy="mod", max_norm=0.8,
+        )  # fmt: skip
+        return out, _tf_grads(tf, out, xs, cot)
+
+    want, want_grads = run_tf1(build)
+
+    def f(ss):
+        return getattr(fg.nn, lookup)(
+            list(ss), fg.nn.SparseTensor(indices, ids, shape),
+            fg.nn.SparseTensor(indices, weights, shape), partition_strategy="mod", max_norm=0.8,
+        )  # fmt: skip
+
+    _close(f(shards), want, scale=4)
+    got_grads = jax.grad(lambda ss: jnp.sum(f(ss) * cot))(shards)
+    for got, g in zip(got_grads, want_grads, strict=True):
+        _close(got, g, scale=4)
