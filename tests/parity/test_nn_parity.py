@@ -23,6 +23,15 @@ def _close(got, want, scale=1.0):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6, atol=4e-6 * scale)
 
 
+def _check(f, shards, cot, want, want_grads, scale=1.0):
+    """``f(shards)`` (also under ``jax.jit``) and its gradients as TensorFlow's."""
+    _close(f(shards), want, scale)
+    _close(jax.jit(f)(shards), want, scale)
+    got_grads = jax.grad(lambda ss: jnp.sum(f(ss) * cot))(shards)
+    for got, g in zip(got_grads, want_grads, strict=True):
+        _close(got, g, scale)
+
+
 def _tf_grads(tf, out, xs, cot):
     grads = tf.compat.v1.gradients(out, xs, grad_ys=tf.constant(cot))
     return [tf.convert_to_tensor(g) for g in grads]
@@ -56,11 +65,7 @@ def test_embedding_lookup_over_shards(run_tf1, tf, n, strategy, max_norm):
     def f(ss):
         return fg.nn.embedding_lookup(list(ss), ids, strategy, max_norm)
 
-    _close(f(shards), want)
-    _close(jax.jit(f)(shards), want)
-    got_grads = jax.grad(lambda ss: jnp.sum(f(ss) * cot))(shards)
-    for got, g in zip(got_grads, want_grads, strict=True):
-        _close(got, g)
+    _check(f, shards, cot, want, want_grads)
 
 
 def _sparse(rows, cols, ids, shape):
@@ -96,11 +101,7 @@ def test_embedding_lookup_sparse(run_tf1, tf, combiner, weighted, n_shards):
         sp_w = fg.nn.SparseTensor(indices, SP_WEIGHTS, shape) if weighted else None
         return fg.nn.embedding_lookup_sparse(list(ss), sp_ids, sp_w, combiner=combiner)
 
-    _close(f(shards), want, scale=4)
-    _close(jax.jit(f)(shards), want, scale=4)
-    got_grads = jax.grad(lambda ss: jnp.sum(f(ss) * cot))(shards)
-    for got, g in zip(got_grads, want_grads, strict=True):
-        _close(got, g, scale=4)
+    _check(f, shards, cot, want, want_grads, scale=4)
 
 
 @pytest.mark.parametrize("default_id", [None, 2])
@@ -133,11 +134,7 @@ def test_safe_embedding_lookup_sparse(run_tf1, tf, combiner, weighted, default_i
             list(ss), sp_ids, sp_w, combiner=combiner, default_id=default_id
         )
 
-    _close(f(shards), want, scale=4)
-    _close(jax.jit(f)(shards), want, scale=4)
-    got_grads = jax.grad(lambda ss: jnp.sum(f(ss) * cot))(shards)
-    for got, g in zip(got_grads, want_grads, strict=True):
-        _close(got, g, scale=4)
+    _check(f, shards, cot, want, want_grads, scale=4)
 
 
 def test_safe_embedding_lookup_sparse_of_rank_3_ids(run_tf1, tf):
@@ -261,7 +258,4 @@ def test_sparse_lookups_clip_each_row_to_max_norm(run_tf1, tf, safe):
             fg.nn.SparseTensor(indices, weights, shape), partition_strategy="mod", max_norm=0.8,
         )  # fmt: skip
 
-    _close(f(shards), want, scale=4)
-    got_grads = jax.grad(lambda ss: jnp.sum(f(ss) * cot))(shards)
-    for got, g in zip(got_grads, want_grads, strict=True):
-        _close(got, g, scale=4)
+    _check(f, shards, cot, want, want_grads, scale=4)
