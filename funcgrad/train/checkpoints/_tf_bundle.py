@@ -22,10 +22,11 @@ names, fsynced, then renamed into place, the previous pair kept until the new on
 complete (``_tf_files``' design note), so a save killed at any instant leaves the old
 checkpoint or the new one.
 
-What it reads: any number of shards; every fixed-size numeric dtype and bool.  Refused
-with :class:`CheckpointFormatError`: big-endian bundles, string / variant / resource
-tensors, partitioned variables (stored as slices) and compressed index blocks (which
-TensorFlow never writes) — none of which a ``TrainState`` holds.
+What it reads: any number of shards; every fixed-size numeric dtype and bool; a
+partitioned variable's slices as one array (``_tf_slices``, which also writes them).
+Refused with :class:`CheckpointFormatError`: big-endian bundles, string / variant /
+resource tensors and compressed index blocks (which TensorFlow never writes) — none of
+which a ``TrainState`` holds.
 
 What it assumes of its input: nothing.  Only regular files are opened; an index over
 ``INDEX_LIMIT`` bytes is refused by its size, and of the rest only the footer, then the
@@ -57,6 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from funcgrad.train.checkpoints import _tf_files
+from funcgrad.train.checkpoints import _tf_slices
 from funcgrad.train.checkpoints._crc32c import crc32c
 from funcgrad.train.checkpoints._crc32c import mask
 from funcgrad.train.checkpoints._tf_files import CheckpointFormatError as CheckpointFormatError
@@ -391,8 +393,11 @@ class BundleReader:
             raise damaged(where, "the bundle header is missing")
         self.shards = _header(pairs[0][1], where)
         self.entries: dict[str, Entry] = {}
+        self.slices: dict[str, list[tuple[_tf_slices.Extents, Entry]]] = {}
         for key, value in pairs[1:]:
-            if key[:1] != b"\0":  # keys of a partitioned variable's slices start with 0
+            if key[:1] == b"\0":  # a slice of a partitioned variable
+                _tf_slices.add(self.slices, key, value, where)
+            else:
                 name = key.decode("utf-8", "replace")
                 self.entries[name] = _entry(value, f"{where} [{name!r}]")
 
@@ -406,12 +411,17 @@ class BundleReader:
     def read(self, name: str) -> np.ndarray:
         """The tensor ``name`` as an array, its CRC32C verified."""
         entry, where = self.entries[name], f"{self.index} [{name!r}]"
+        if entry.sliced:  # a partitioned variable: its slices make one array
+            return _tf_slices.assemble(self, name, entry.shape, where)
+        return self.read_entry(entry, where, name)
+
+    def read_entry(self, entry: Entry, where: str, name: str) -> np.ndarray:
+        """The data of ``entry`` (of the tensor ``name``), its CRC32C verified."""
         dtype = DTYPES.get(entry.dtype)
-        if entry.sliced or dtype is None:
+        if dtype is None:
             raise CheckpointFormatError(
-                f"{where}: a {'partitioned variable' if entry.sliced else 'non-numeric tensor'}"
-                ", which funcgrad does not read; re-save it from TensorFlow unpartitioned, "
-                "as a numeric tensor."
+                f"{where}: a non-numeric tensor, which funcgrad does not read; re-save it "
+                "from TensorFlow as a numeric tensor."
             )
         if entry.size != math.prod(entry.shape) * dtype.itemsize or entry.shard >= self.shards:
             raise damaged(where, "its index entry does not fit its shape or the shards")
@@ -436,19 +446,29 @@ class BundleReader:
         return np.frombuffer(buf, dtype).reshape(entry.shape)
 
 
-def write_bundle(prefix: str, tensors: Mapping[str, np.ndarray]) -> None:
-    """Write ``tensors`` (numeric or bool arrays, by non-empty name) as one shard."""
-    arrays = {}
+def write_bundle(
+    prefix: str, tensors: Mapping[str, np.ndarray], partitions: Mapping[str, int] | None = None
+) -> None:
+    """Write ``tensors`` (numeric or bool arrays, by non-empty name) as one shard; each
+    that ``partitions`` names in that many slices, as a partitioned variable."""
+    arrays: dict[bytes, np.ndarray] = {}
+    entries, offset = [(b"", _put_int(1, 1) + _put_bytes(3, _put_int(1, 1)))], 0
     for name, value in sorted(tensors.items()):
         array = np.asarray(value)
-        arrays[name.encode()] = np.asarray(array, array.dtype.newbyteorder("<"), order="C")
-    entries, offset = [(b"", _put_int(1, 1) + _put_bytes(3, _put_int(1, 1)))], 0
+        array = np.asarray(array, array.dtype.newbyteorder("<"), order="C")
+        if partitions and name in partitions:
+            full, pieces = _tf_slices.split(name, array, partitions[name], _ENUMS[array.dtype])
+            entries.append((name.encode(), full))
+            arrays.update(pieces)
+        else:
+            arrays[name.encode()] = array
     for key, array in arrays.items():
         raw = array.reshape(-1).view(np.uint8)
         crc = mask(crc32c(raw))
         entry = Entry(_ENUMS[array.dtype], array.shape, 0, offset, raw.size, crc, False)
         entries.append((key, entry.encode()))
         offset += raw.size
+    entries.sort()  # a slice's key starts with NUL: before every name, as TensorFlow's
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     index, data = prefix + ".index", _data_path(prefix, 0, 1)
     _tf_files.remove_leftovers(index, data)
