@@ -159,6 +159,17 @@ def test_everything_works_under_jit():
     assert len(set(np.asarray(sampled).tolist())) == 3 and true_ec.shape == (2, 1)
 
 
+def test_lookups_and_samplers_work_under_vmap():
+    shards = _mod_shards(TABLE, 3)
+    out = jax.vmap(lambda i: fg.nn.embedding_lookup(shards, i))(jnp.array([[1, 2], [9, 0]]))
+    np.testing.assert_allclose(out, TABLE[np.array([[1, 2], [9, 0]])])
+    keys = jax.random.split(jax.random.key(0), 3)
+    draws = jax.vmap(
+        lambda k: fg.nn.log_uniform_candidate_sampler(jnp.array([[1]]), 1, 4, True, 10, key=k)[0]
+    )(keys)
+    assert draws.shape == (3, 4) and all(len(set(d)) == 4 for d in np.asarray(draws).tolist())
+
+
 def test_an_id_outside_the_table_reads_nan_under_jit():
     out = jax.jit(lambda ids: fg.nn.embedding_lookup(_mod_shards(TABLE, 2), ids))(
         jnp.array([10, 1])
@@ -169,16 +180,27 @@ def test_an_id_outside_the_table_reads_nan_under_jit():
 # --- the samplers -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sampler", ["log_uniform", "uniform"])
+UNIGRAMS = np.array([4.0, 1.0, 9.0, 2.0, 0.0, 7.0])
+
+
+@pytest.mark.parametrize("sampler", ["log_uniform", "uniform", "fixed_unigram"])
 def test_sampler_draws_follow_tensorflows_distribution(sampler):
     range_max, n = 8, 40_000
     draw = getattr(fg.nn, f"{sampler}_candidate_sampler")
-    sampled, _, sampled_ec = draw(jnp.array([[0]]), 1, n, False, range_max, key=jax.random.key(1))
+    options = {"unigrams": UNIGRAMS, "num_reserved_ids": 2, "distortion": 0.5}
+    options = options if sampler == "fixed_unigram" else {}
+    sampled, _, sampled_ec = draw(
+        jnp.array([[0]]), 1, n, False, range_max, **options, key=jax.random.key(1)
+    )
     freq = np.bincount(np.asarray(sampled), minlength=range_max) / n
     k = np.arange(range_max)
-    p = np.log((k + 2) / (k + 1)) / np.log(range_max + 1) if sampler == "log_uniform" else 1 / 8
+    p = {
+        "log_uniform": np.log((k + 2) / (k + 1)) / np.log(range_max + 1),
+        "uniform": np.full(range_max, 1 / 8),
+        "fixed_unigram": np.sqrt(np.r_[0, 0, UNIGRAMS]) / np.sqrt(UNIGRAMS).sum(),
+    }[sampler]
     np.testing.assert_allclose(freq, p, atol=0.01)  # ~4 standard deviations at n = 40,000
-    np.testing.assert_allclose(sampled_ec, np.broadcast_to(p, (range_max,))[sampled] * n, rtol=1e-5)
+    np.testing.assert_allclose(sampled_ec, p[sampled] * n, rtol=1e-5)
 
 
 def test_unique_draws_are_distinct_and_share_one_number_of_tries():
@@ -305,6 +327,17 @@ DRAWN = (jnp.array([0, 4]), jnp.ones((2, 1)), jnp.ones(2))
             lambda: fg.nn.log_uniform_candidate_sampler(LABELS, 2, 3, True, 10,
                                                         key=jax.random.key(0)),
             ValueError, "true_classes has 1 columns but num_true is 2", id="num_true",
+        ),
+        pytest.param(
+            lambda: fg.nn.fixed_unigram_candidate_sampler(LABELS, 1, 2, True, 10,
+                                                          vocab_file="vocab.csv"),
+            ValueError, "read the vocabulary's counts yourself and pass them as unigrams=",
+            id="vocab_file",
+        ),
+        pytest.param(
+            lambda: fg.nn.fixed_unigram_candidate_sampler(LABELS, 1, 2, True, 10,
+                                                          unigrams=[1.0, 2.0]),
+            ValueError, r"range_max=10 but 0 reserved ids and 2 unigrams", id="unigrams",
         ),
         pytest.param(
             lambda: fg.nn.log_uniform_candidate_sampler(LABELS, 1, 2.5, True, 10,

@@ -5,13 +5,15 @@ Every public name is importable from here (``fg.nn.X``).  Where each concept liv
 * ``embedding``: ``embedding_lookup`` over a table or its shards,
   ``embedding_lookup_sparse``, ``safe_embedding_lookup_sparse`` and ``SparseTensor``.
 * ``sampled_losses``: ``nce_loss`` and ``sampled_softmax_loss``.
-* ``candidate_sampling``: ``log_uniform_candidate_sampler`` and
-  ``uniform_candidate_sampler``, drawn from explicit PRNG keys.
+* ``candidate_sampling``: ``log_uniform_candidate_sampler``,
+  ``uniform_candidate_sampler`` and ``fixed_unigram_candidate_sampler``, drawn from
+  explicit PRNG keys.
 
 Each reads its tables by gathers of whole rows, so ``compute_gradients`` gives them an
 ``fg.IndexedSlices``, as ``tf.gradients`` does.
 """
 
+from funcgrad.nn.candidate_sampling import fixed_unigram_candidate_sampler
 from funcgrad.nn.candidate_sampling import log_uniform_candidate_sampler
 from funcgrad.nn.candidate_sampling import uniform_candidate_sampler
 from funcgrad.nn.embedding import SparseTensor
@@ -25,6 +27,7 @@ __all__ = [
     "SparseTensor",
     "embedding_lookup",
     "embedding_lookup_sparse",
+    "fixed_unigram_candidate_sampler",
     "log_uniform_candidate_sampler",
     "nce_loss",
     "safe_embedding_lookup_sparse",

@@ -19,7 +19,11 @@ import jax.numpy as jnp
 
 from funcgrad._checks import as_int
 
-__all__ = ["log_uniform_candidate_sampler", "uniform_candidate_sampler"]
+__all__ = [
+    "fixed_unigram_candidate_sampler",
+    "log_uniform_candidate_sampler",
+    "uniform_candidate_sampler",
+]
 
 #: ``(key, shape) -> int32 candidates`` and ``candidates -> float32 probability``.
 Draw = Callable[[jax.Array, tuple[int, ...]], jax.Array]
@@ -227,6 +231,89 @@ def uniform_candidate_sampler(
         return jnp.full(classes.shape, 1.0 / range_max, jnp.float32)
 
     caller = "fg.nn.uniform_candidate_sampler(true_classes, num_true, ...)"
+    return _sample(
+        caller, true_classes, num_true, num_sampled, unique, range_max, key, draw, probability
+    )
+
+
+def fixed_unigram_candidate_sampler(
+    true_classes: Any,
+    num_true: int,
+    num_sampled: int,
+    unique: bool,
+    range_max: int,
+    vocab_file: str = "",
+    distortion: float = 1.0,
+    num_reserved_ids: int = 0,
+    num_shards: int = 1,
+    shard: int = 0,
+    unigrams: Any = (),
+    seed: int | None = None,
+    name: str | None = None,
+    *,
+    key: Any = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Candidates drawn by given counts (``tf.random.fixed_unigram_candidate_sampler``).
+
+    Class ``k`` has probability ``w_k / sum(w)`` with ``w = unigrams ** distortion``,
+    after ``num_reserved_ids`` classes of weight 0, as TensorFlow's
+    ``FixedUnigramSampler``.  Read a ``vocab_file`` yourself (its last column) and pass
+    the counts as ``unigrams``; TensorFlow's ``num_shards`` / ``shard`` are not taken.
+
+    Args:
+      true_classes: the labels, integers ``(batch, num_true)``.
+      num_true: the number of labels per example.
+      num_sampled: how many candidates to draw.
+      unique: draw distinct candidates.
+      range_max: the number of classes: ``num_reserved_ids + len(unigrams)``.
+      vocab_file: must be empty; pass ``unigrams``.
+      distortion: the power the counts are raised to (word2vec's 0.75).
+      num_reserved_ids: classes of weight 0 before the first count.
+      num_shards: must be 1.
+      shard: must be 0.
+      unigrams: the count (or probability) of each class after the reserved ones.
+      seed: TensorFlow's seed; unused, pass ``key``.
+      name: TensorFlow's op name; unused.
+      key: a ``jax.random.key``, required.
+
+    Returns:
+      ``(sampled_candidates, true_expected_count, sampled_expected_count)``.
+
+    Raises:
+      TypeError: without a key.
+      ValueError: for a ``vocab_file``, shards, ``range_max`` other than the number of
+        weights, or as ``log_uniform_candidate_sampler``.
+
+    Example:
+      >>> sampled, true_ec, _ = fg.nn.fixed_unigram_candidate_sampler(
+      ...     jnp.array([[1]]), 1, 4, False, 3, unigrams=[1.0, 3.0], num_reserved_ids=1,
+      ...     key=jax.random.key(0))
+      >>> bool(jnp.all(sampled > 0)), true_ec.tolist()        # p(1) = 1/4, 4 draws
+      (True, [[1.0]])
+    """
+    del seed, name
+    caller = "fg.nn.fixed_unigram_candidate_sampler(true_classes, num_true, ...)"
+    if vocab_file or num_shards != 1 or shard != 0:
+        raise ValueError(
+            f"{caller}: vocab_file={vocab_file!r}, num_shards={num_shards}, shard={shard}; "
+            "read the vocabulary's counts yourself and pass them as unigrams=, unsharded."
+        )
+    reserved = as_int(caller, "num_reserved_ids", num_reserved_ids, minimum=0, hint="pass an int")
+    counts = jnp.asarray(unigrams, jnp.float32).reshape(-1)
+    if reserved + counts.size != range_max or not counts.size:
+        raise ValueError(
+            f"{caller}: range_max={range_max} but {reserved} reserved ids and "
+            f"{counts.size} unigrams; range_max must be num_reserved_ids + len(unigrams)."
+        )
+    weights = jnp.concatenate([jnp.zeros(reserved, jnp.float32), counts ** jnp.float32(distortion)])
+    weights = weights / jnp.sum(weights)
+
+    def draw(k: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+        return jax.random.categorical(k, jnp.log(weights), shape=shape).astype(jnp.int32)
+
+    def probability(classes: jax.Array) -> jax.Array:
+        return jnp.take(weights, classes, mode="fill", fill_value=0.0)
+
     return _sample(
         caller, true_classes, num_true, num_sampled, unique, range_max, key, draw, probability
     )

@@ -202,36 +202,43 @@ def test_sampled_losses_with_tensorflows_draws(
         _close(got, g, scale=4)
 
 
+UNIGRAMS = {"unigrams": [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0, 5.0, 8.0] * 4,
+            "num_reserved_ids": 2, "distortion": 0.75}  # fmt: skip
+
+
 @pytest.mark.parametrize("unique", [False, True])
-@pytest.mark.parametrize("sampler", ["log_uniform", "uniform"])
-def test_sampler_expected_counts_are_tensorflows_formula(run_tf1, tf, sampler, unique):
-    """TensorFlow's draws cannot be ours; its expected counts for its own candidates are
-    funcgrad's formula with the number of draws TensorFlow needed (for unique=True read
-    back from one candidate's count, then checked on every other one)."""
+@pytest.mark.parametrize("sampler", ["log_uniform", "uniform", "fixed_unigram"])
+def test_sampler_expected_counts_are_tensorflows(run_tf1, tf, sampler, unique):
+    """TensorFlow's draws cannot be ours; its expected counts are funcgrad's for the same
+    classes: directly for the labels with unique=False; with unique=True through the
+    number of draws TensorFlow needed (read back from one candidate's count, then checked
+    on every other one)."""
     range_max, num_sampled = 50, 20
-    labels = np.array([[0, 3], [17, 49]], np.int64)
+    labels = np.array([[2, 3], [17, 49]], np.int64)
+    options = UNIGRAMS if sampler == "fixed_unigram" else {}
 
     def build():
         op = getattr(tf.random, f"{sampler}_candidate_sampler")
-        return tuple(op(labels, 2, num_sampled, unique, range_max, seed=11))
+        return tuple(op(labels, 2, num_sampled, unique, range_max, seed=11, **options))
 
     sampled, true_ec, sampled_ec = run_tf1(build)
 
-    def probability(classes):
-        classes = jnp.asarray(classes)
-        if sampler == "uniform":
-            return jnp.full(classes.shape, 1.0 / range_max, jnp.float32)
-        return candidate_sampling.log_uniform_probability(classes, range_max)
+    def counts(classes):  # funcgrad's expected counts of ``classes`` in num_sampled draws
+        ours = getattr(fg.nn, f"{sampler}_candidate_sampler")
+        out = ours(classes, classes.shape[1], num_sampled, False, range_max, **options,
+                   key=jax.random.key(0))[1]  # fmt: skip
+        return np.asarray(out, np.float64)
 
-    p = np.asarray(probability(sampled), np.float64)
-    if unique and not np.allclose(sampled_ec, p * num_sampled):
-        tries = int(np.rint(np.log1p(-sampled_ec[0]) / np.log1p(-p[0])))
-    else:
-        tries = num_sampled
-    got_sampled = candidate_sampling.expected_count(probability(sampled), tries, num_sampled)
-    got_true = candidate_sampling.expected_count(probability(labels), tries, num_sampled)
-    np.testing.assert_allclose(np.asarray(got_sampled), sampled_ec, rtol=3e-6)
-    np.testing.assert_allclose(np.asarray(got_true), true_ec, rtol=3e-6)
+    if not unique:
+        np.testing.assert_allclose(counts(labels), true_ec, rtol=3e-6)
+        np.testing.assert_allclose(counts(sampled[:, None])[:, 0], sampled_ec, rtol=3e-6)
+        return
+    p_true, p_sampled = counts(labels) / num_sampled, counts(sampled[:, None])[:, 0] / num_sampled
+    tries = int(np.rint(np.log1p(-sampled_ec[0]) / np.log1p(-p_sampled[0])))
+    assert tries > num_sampled  # TensorFlow drew some class twice
+    for p, want in ((p_sampled, sampled_ec), (p_true, true_ec)):
+        got = candidate_sampling.expected_count(jnp.float32(p), tries, num_sampled)
+        np.testing.assert_allclose(got, want, rtol=3e-6)
 
 
 @pytest.mark.parametrize("safe", [False, True])

@@ -24,7 +24,8 @@ def _graph(tf):
         )
         for i, (name, (shape, parts)) in enumerate(SHAPES.items())
     ]
-    loss = tf.reduce_sum(tf.nn.embedding_lookup(tables[0], IDS[:3]) ** 2)
+    # TF1's embedding_lookup reads a partitioned variable "mod", TF2's "div".
+    loss = tf.reduce_sum(tf1.nn.embedding_lookup(tables[0], IDS[:3]) ** 2)
     loss += tf.reduce_sum(tf.nn.embedding_lookup(tables[1], IDS) ** 2)
     step = tf1.train.get_or_create_global_step()
     train = tf1.train.AdamOptimizer(0.1).minimize(loss, global_step=step)
@@ -33,7 +34,9 @@ def _graph(tf):
 
 
 def _loss(p):
-    return jnp.sum(p["W"][jnp.array(IDS[:3])] ** 2) + jnp.sum(p["big"][jnp.array(IDS)] ** 2)
+    parts = jnp.split(p["W"], [4, 7])  # the restored array is the parts one after the other
+    w = fg.nn.embedding_lookup(parts, jnp.array(IDS[:3]), "mod")
+    return jnp.sum(w**2) + jnp.sum(p["big"][jnp.array(IDS)] ** 2)
 
 
 OPT = fg.train.AdamOptimizer(0.1)
