@@ -4,12 +4,14 @@ The model: a ``V x 64`` float32 table read by 512 random ids a step (duplicates
 included), then a dense layer ``64 -> 10`` and softmax cross-entropy.  Each variant is
 one jitted step with the state donated (updated in place), timed on the same batches:
 
-* funcgrad ``MomentumOptimizer(0.1, 0.9)`` and ``LazyAdamOptimizer(1e-3)`` given the
-  table's gradient as an ``fg.IndexedSlices`` (the rows of the batch);
+* funcgrad ``GradientDescentOptimizer(0.1)`` (word2vec's step), ``MomentumOptimizer(0.1,
+  0.9)`` and ``LazyAdamOptimizer(1e-3)`` given the table's gradient as an
+  ``fg.IndexedSlices`` (the rows of the batch);
 * optax ``sgd(0.1, momentum=0.9)`` / ``adam(1e-3)`` on the dense gradient — every row,
   every step, as funcgrad did before sparse gradients;
-* a hand-written JAX step that updates the touched rows only (unique ids, summed rows,
-  gather, compute, scatter): the floor a library step should come close to;
+* a hand-written JAX step that updates the touched rows only (SGD: ``E.at[ids].add(-lr
+  * g)``; the others: unique ids, summed rows, gather, compute, scatter): the floor a
+  library step should come close to;
 * PyTorch ``nn.Embedding(sparse=True)`` with ``SGD(momentum=0.9)`` / ``SparseAdam``;
 * TensorFlow 1.x in a session (``MomentumOptimizer`` on its ``IndexedSlices``).
 
@@ -22,6 +24,9 @@ and peer rows are skipped above ``--dense-max`` rows (a 10,000,000 x 64 table is
 2.5 GB; optax's dense Adam would hold five of them).
 
     PYTHONPATH=. python benchmarks/bench_sparse.py --rows 100000 1000000 10000000
+
+``--only GradientDescent SGD`` times only the variants whose name holds one of the words given (on a
+shared machine, fewer variants in a round give steadier ratios).
 """
 
 from __future__ import annotations
@@ -108,6 +113,17 @@ def optax_step(tx: optax.GradientTransformation) -> Callable[..., Any]:
 def _touched(table_rows: int, ids: jax.Array, g_rows: jax.Array) -> tuple[jax.Array, jax.Array]:
     unique, inverse = jnp.unique(ids, size=BATCH, fill_value=table_rows, return_inverse=True)
     return unique, jax.ops.segment_sum(g_rows, inverse.reshape(BATCH), num_segments=BATCH)
+
+
+def hand_sgd_step(lr: float = 0.1) -> Callable[..., Any]:
+    """word2vec's touched-rows SGD step written by hand in JAX: ``E.at[ids].add(-lr * g)``."""
+
+    def step(state: Any, ids: jax.Array, labels: jax.Array) -> Any:
+        table, w = state
+        g_rows, g_w = jax.grad(_loss, argnums=(0, 1))(table[ids], w, labels)
+        return table.at[ids].add(-lr * g_rows), w - lr * g_w
+
+    return jax.jit(step, donate_argnums=0)
 
 
 def hand_momentum_step(lr: float = 0.1, mu: float = 0.9) -> Callable[..., Any]:
@@ -221,6 +237,7 @@ def temp_bytes(step: Callable[..., Any], state: Any, batch: Any) -> int:
 def _variants(rows: int, dense_max: int) -> dict[str, Callable[[list[Any]], Step]]:
     """``{name: make(device_batches) -> run}``: each builds its own state when called."""
     params = lambda: _params(rows)  # noqa: E731
+    sgd = fg.train.GradientDescentOptimizer(0.1)
     momentum = fg.train.MomentumOptimizer(0.1, 0.9)
     lazy = fg.train.LazyAdamOptimizer(1e-3)
 
@@ -239,7 +256,13 @@ def _variants(rows: int, dense_max: int) -> dict[str, Callable[[list[Any]], Step
         state = ((p["E"], p["W"]), (*tables(2), *layers(2)), jnp.float32(0))
         return _runner(hand_lazy_adam_step(), state, b)
 
+    def hand_sgd(b: list[Any]) -> Step:
+        p = params()
+        return _runner(hand_sgd_step(), (p["E"], p["W"]), b)
+
     out: dict[str, Callable[[list[Any]], Step]] = {
+        "funcgrad GradientDescentOptimizer (IndexedSlices)": lambda b: _fg_runner(sgd, rows, b),
+        "hand-written JAX, touched rows, SGD": hand_sgd,
         "funcgrad MomentumOptimizer (IndexedSlices)": lambda b: _fg_runner(momentum, rows, b),
         "hand-written JAX, touched rows, momentum": hand_momentum,
         "funcgrad LazyAdamOptimizer (IndexedSlices)": lambda b: _fg_runner(lazy, rows, b),
@@ -281,7 +304,9 @@ def _timed(runs: dict[str, Step], steps: int, repeats: int) -> dict[str, float]:
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def measure(rows: int, *, steps: int, repeats: int, dense_max: int) -> dict[str, float]:
+def measure(
+    rows: int, *, steps: int, repeats: int, dense_max: int, only: list[str] | None = None
+) -> dict[str, float]:
     """Median seconds per step of every variant at ``rows`` rows (temp sizes printed).
 
     Up to ``dense_max`` rows every variant and peer is built and timed in turn; above
@@ -291,11 +316,14 @@ def measure(rows: int, *, steps: int, repeats: int, dense_max: int) -> dict[str,
     batches = _batches(rows, steps)
     device = [(jnp.asarray(i), jnp.asarray(y)) for i, y in batches]
     variants = _variants(rows, dense_max)
+    if only:
+        variants = {n: m for n, m in variants.items() if any(w in n for w in only)}
     if rows > dense_max:
         return {n: _timed({n: make(device)}, steps, repeats)[n] for n, make in variants.items()}
     runs = {name: make(device) for name, make in variants.items()}
-    runs.update(_torch_rows(rows, batches))
-    runs.update(_tf_rows(rows, batches))
+    if not only:
+        runs.update(_torch_rows(rows, batches))
+        runs.update(_tf_rows(rows, batches))
     return _timed(runs, steps, repeats)
 
 
@@ -305,12 +333,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds")
     parser.add_argument("--dense-max", type=int, default=1_000_000)
+    parser.add_argument("--only", nargs="+", help="time only variants whose name holds a word")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}, batch {BATCH}, dim {DIM}")
     table = {}
     for rows in args.rows:
         table[rows] = measure(
-            rows, steps=args.steps, repeats=args.repeats, dense_max=args.dense_max
+            rows,
+            steps=args.steps,
+            repeats=args.repeats,
+            dense_max=args.dense_max,
+            only=args.only,
         )
     names = list(dict.fromkeys(n for r in table.values() for n in r))
     print("\n| variant | " + " | ".join(f"V = {r:,}" for r in table) + " |")
@@ -321,6 +354,11 @@ def main() -> None:
     fg_m = "funcgrad MomentumOptimizer (IndexedSlices)"
     for rows, r in table.items():
         for dense, hand, mine in (
+            (
+                "optax dense SGD",
+                "hand-written JAX, touched rows, SGD",
+                "funcgrad GradientDescentOptimizer (IndexedSlices)",
+            ),
             ("optax dense momentum", "hand-written JAX, touched rows, momentum", fg_m),
             (
                 "optax dense Adam",
@@ -328,13 +366,15 @@ def main() -> None:
                 "funcgrad LazyAdamOptimizer (IndexedSlices)",
             ),
         ):
+            if mine not in r or hand not in r:
+                continue
             parts = [
                 f"V={rows:,} {mine.split()[1]}: {r[mine] / r[hand]:.2f}x the hand-written step"
             ]
             if dense in r:
                 parts.append(f"{r[dense] / r[mine]:.1f}x faster than {dense}")
             print("; ".join(parts))
-    if len(table) > 1:
+    if len(table) > 1 and all(fg_m in r for r in table.values()):
         lo, hi = min(table), max(table)
         print(f"growth V={lo:,} -> V={hi:,}: Momentum {table[hi][fg_m] / table[lo][fg_m]:.2f}x")
 

@@ -131,4 +131,7 @@ def tensorflow_conventions(f: Function) -> Function:
             f"fg.tensorflow_conventions(f): f must be callable, got {type(f).__name__}; "
             "pass the function to differentiate with TensorFlow's conventions."
         )
-    return _op_gradients.with_gradients(f, CONVENTIONS, prefix="tensorflow_", transparent=True)  # type: ignore[return-value]
+    caller = f"fg.tensorflow_conventions({getattr(f, '__name__', 'f')})"
+    return _op_gradients.with_gradients(  # type: ignore[return-value]
+        f, CONVENTIONS, caller=caller, prefix="tensorflow_", transparent=True
+    )

@@ -47,7 +47,8 @@ class IndexedSlices:
     Raises:
       TypeError: ``values`` or ``indices`` is not an array, ``indices`` is not
         integer, or ``dense_shape`` is not a sequence of ints.
-      ValueError: the shapes do not fit together.
+      ValueError: ``dense_shape`` has a negative size, or the shapes do not fit
+        together.
 
     Example:
       >>> s = fg.IndexedSlices(jnp.array([[1.0, 2.0], [3.0, 4.0]]), jnp.array([2, 2]), (3, 2))
@@ -170,7 +171,13 @@ def _as_shape(dense_shape: Any) -> tuple[int, ...]:
             f"{_CALL}: dense_shape must be a tuple of ints, got {dense_shape!r}; pass the "
             "table's shape, e.g. table.shape."
         )
-    return tuple(int(d) for d in shape)
+    shape = tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(
+            f"{_CALL}: dense_shape {shape} has a negative size; pass the table's shape, "
+            "e.g. table.shape."
+        )
+    return shape
 
 
 def _check_fit(values: Any, indices: Any, dense_shape: tuple[int, ...]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import threading
 import warnings
 from collections.abc import Callable
@@ -191,23 +192,28 @@ def custom_gradient(f: Function) -> Function:
     """Give a function its own gradient, with ``tf.custom_gradient``'s signature.
 
     ``f(*args)`` returns ``(y, grad_fn)``; ``grad_fn(dy)`` takes the cotangent of ``y``
-    (structured like ``y``) and returns the cotangents of ``args``.  Built on
+    (structured like ``y``) and returns the cotangents of ``args``; a ``grad_fn`` whose
+    signature takes one argument per output, TensorFlow's ``grad_fn(dy1, dy2)``, gets
+    one cotangent per leaf of ``y`` (in ``jax.tree.leaves`` order, which is TensorFlow's
+    ``nest.flatten`` order), as TensorFlow passes them.  Built on
     ``jax.custom_vjp``: the result works under ``jax.jit``, ``jax.vmap`` and
     reverse-mode differentiation to any order, as far as ``grad_fn`` is itself
     differentiable (its derivative is taken by JAX).
 
-    Differences from ``tf.custom_gradient``: ``grad_fn`` takes one argument structured
-    like ``y`` (TensorFlow passes one argument per output tensor); there are no
-    ``variables`` -- every input is an explicit argument; keyword arguments are not
-    accepted.  Differences from ``jax.custom_gradient``: with one argument ``grad_fn``
-    returns a bare cotangent even when that argument is a pytree such as a dict (JAX
-    wants a 1-tuple); a ``None`` cotangent, whole or as a leaf, means zero; integer and
-    boolean arguments get no gradient; cotangents are cast to their argument's dtype
-    and their shapes checked.  As with ``jax.custom_vjp``, forward-mode
-    differentiation (``jax.jvp``, ``jax.jacfwd``) is not available.  As in TensorFlow,
-    ``y`` is differentiated with ``grad_fn`` at every order, so ``jax.hessian``
-    (forward over reverse) raises too: ``fg.hessians`` and ``fg.hvp`` go reverse over
-    reverse.
+    Differences from ``tf.custom_gradient``: a ``grad_fn`` of one parameter gets ``dy``
+    structured like ``y`` even when ``y`` is a tuple or dict (TensorFlow would pass one
+    argument per output tensor); there are no ``variables`` -- every input is an
+    explicit argument; keyword arguments are not accepted.  As in TensorFlow, a list
+    or tuple of one cotangent for one argument is that cotangent (unless the argument
+    is itself a list or tuple).  Differences from ``jax.custom_gradient``: with one
+    argument ``grad_fn`` returns a bare cotangent even when that argument is a pytree
+    such as a dict (JAX wants a 1-tuple); a ``None`` cotangent, whole or as a leaf,
+    means zero; integer and boolean arguments get no gradient; cotangents are cast to
+    their argument's dtype and their shapes checked.  As with ``jax.custom_vjp``,
+    forward-mode differentiation (``jax.jvp``, ``jax.jacfwd``) is not available.  As in
+    TensorFlow, ``y`` is differentiated with ``grad_fn`` at every order, so
+    ``jax.hessian`` (forward over reverse) raises too, with the fix: ``fg.hessians``
+    and ``fg.hvp`` go reverse over reverse.
 
     ``f`` and ``grad_fn`` may use arrays made outside them (a filter kernel built with
     ``jnp``), as TensorFlow code does: ``f`` and ``grad_fn`` are traced when the
@@ -227,11 +233,12 @@ def custom_gradient(f: Function) -> Function:
 
     Raises:
       TypeError: ``f`` is not callable; at call time, ``f`` does not return a pair
-        ``(y, grad_fn)``, keyword arguments are given, or ``grad_fn`` returns the wrong
-        number of cotangents.
-      ValueError: at differentiation time, a cotangent's shape or structure does not
-        match its argument, or ``f`` or ``grad_fn`` captures a value being
-        differentiated.
+        ``(y, grad_fn)`` or keyword arguments are given; under forward-mode
+        differentiation; at differentiation time, ``grad_fn`` takes neither ``dy`` nor
+        one argument per output, or returns something that is not an array or ``None``.
+      ValueError: at differentiation time, ``grad_fn`` returns the wrong number of
+        cotangents, a cotangent's shape or structure does not match its argument, or
+        ``f`` or ``grad_fn`` captures a value being differentiated.
 
     Example:
       >>> @fg.custom_gradient
@@ -264,10 +271,12 @@ def custom_gradient(f: Function) -> Function:
         key = getattr(f, "__code__", f)
         staging = _STAGING.get()
         if key in staging:  # f's gradient reaches f again: staged when differentiated
-            return _deferred(caller, split, args)
+            with _rewrite.reverse_mode_only(caller):
+                return _deferred(caller, split, args)
         token = _STAGING.set((*staging, key))
         try:
-            return _staged(caller, split, args)
+            with _rewrite.reverse_mode_only(caller):
+                return _staged(caller, split, args)
         finally:
             _STAGING.reset(token)
 
@@ -279,7 +288,62 @@ _STAGING: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
     "funcgrad_custom_gradient_staging", default=()
 )
 
-_Split = Callable[[Any], tuple[PyTree, Callable[[PyTree], Any]]]
+_Split = Callable[[Any], tuple[PyTree, Callable[..., Any]]]
+
+
+def _gradient(caller: str, grad_fn: Callable[..., Any], dy: PyTree, args: tuple[Any, ...]) -> Any:
+    """``grad_fn``'s cotangents for ``dy``, in either calling convention, checked to be arrays.
+
+    ``grad_fn(dy)`` with ``dy`` structured like ``y``, or TensorFlow's
+    ``grad_fn(dy1, ..., dyn)`` with one ``dy`` per output where its signature asks for
+    that (:func:`_one_per_output`).  For one argument that is not itself a list or tuple,
+    a list or tuple of one cotangent is that cotangent (TensorFlow flattens what
+    ``grad_fn`` returns).
+    """
+    dys = jax.tree.leaves(dy)
+    got = grad_fn(*dys) if _one_per_output(caller, grad_fn, len(dys)) else grad_fn(dy)
+    bad = non_arrays(got, "grad_fn(dy)")
+    if bad:
+        raise TypeError(
+            f"{caller}: {'; '.join(bad)}; grad_fn must return one cotangent per argument "
+            "of f: an array (a pytree of them for a pytree argument), or None for zero."
+        )
+    one_listed = isinstance(got, list | tuple) and len(got) == 1
+    if one_listed and len(args) == 1 and not isinstance(args[0], list | tuple):
+        return got[0]
+    return got
+
+
+def _one_per_output(caller: str, grad_fn: Callable[..., Any], n: int) -> bool:
+    """Whether ``grad_fn`` takes one ``dy`` per output (TensorFlow's), not one like ``y``.
+
+    Decided by its signature: TensorFlow's form where ``grad_fn`` cannot take a single
+    argument but takes ``n``, or takes ``*dys``; funcgrad's where it takes one argument
+    (or has no signature to read).
+    """
+    try:
+        signature = inspect.signature(grad_fn)
+    except (TypeError, ValueError):
+        return False
+    params = list(signature.parameters.values())
+    variadic = bool(params) and params[0].kind is inspect.Parameter.VAR_POSITIONAL
+    if _binds(signature, 1) and not variadic:
+        return False
+    if _binds(signature, n):
+        return True
+    raise TypeError(
+        f"{caller}: grad_fn{signature} cannot take the cotangents of f's {n} output(s); "
+        "take one argument structured like f's output (grad_fn(dy)), or one per output "
+        "as TensorFlow passes them (grad_fn(dy1, dy2, ...))."
+    )
+
+
+def _binds(signature: inspect.Signature, n: int) -> bool:
+    try:
+        signature.bind(*range(n))
+    except TypeError:
+        return False
+    return True
 
 
 def _staged(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
@@ -296,7 +360,9 @@ def _staged(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
     def forward(*xs: Any) -> tuple[PyTree, list[Any]]:
         y, grad_fn = split(xs)
         dy = jax.tree.map(lambda v: jax.ShapeDtypeStruct(jnp.shape(v), jnp.result_type(v)), y)
-        closed, shape = jax.make_jaxpr(grad_fn, return_shape=True)(dy)
+        closed, shape = jax.make_jaxpr(
+            lambda dy: _gradient(caller, grad_fn, dy, args), return_shape=True
+        )(dy)
         backward.update(jaxpr=closed.jaxpr, tree=jax.tree.structure(shape), dy=dy)
         return y, list(closed.consts)
 
@@ -352,7 +418,7 @@ def _deferred(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
         return call(*xs), xs
 
     def bwd(xs: tuple[Any, ...], dy: PyTree) -> tuple[Any, ...]:
-        got = split(xs)[1](dy)
+        got = _gradient(caller, split(xs)[1], dy, args)
         return tuple(_differentiate.input_cotangents(caller, got, args, bare=True))
 
     call.defvjp(fwd, bwd)
@@ -482,7 +548,13 @@ def _with_rules(f: Function, rules: dict[str, tuple[str, GradientFunction]]) -> 
                 stacklevel=3,
             )
 
-    overridden = _op_gradients.with_gradients(f, rules, prefix="overridden_", on_trace=warn_unused)
+    overridden = _op_gradients.with_gradients(
+        f,
+        rules,
+        caller=f"fg.gradient_override_map({name}, mapping)",
+        prefix="overridden_",
+        on_trace=warn_unused,
+    )
     return overridden  # type: ignore[return-value]
 
 

@@ -578,6 +578,32 @@ def _positive(caller: str, name: str, value: Any) -> float:
     return float(value)
 
 
+def _differ(got: np.ndarray, want: np.ndarray, tol: _Tolerance) -> tuple[np.ndarray, np.ndarray]:
+    """How far ``got`` is from ``want`` (TensorFlow's), element by element, and how far
+    it may be: integers and booleans exactly; floats within ``atol + rtol * |want|`` where
+    both are finite, and an inf or NaN only against the same inf or NaN (as
+    ``np.testing.assert_allclose`` with ``equal_nan=True``) — off by inf otherwise."""
+    if got.dtype.kind in "biu" and want.dtype.kind in "biu":
+        differ = got != want  # exact, beyond float64's 2**53 too
+        error = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        return np.where(differ, np.maximum(error, 1.0), 0.0), np.zeros(differ.shape)
+    kind = np.result_type(got.dtype, want.dtype, np.float64)
+    got, want = got.astype(kind), want.astype(kind)
+    finite = np.isfinite(got) & np.isfinite(want)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    error = np.abs(np.subtract(got, want, out=np.zeros_like(got), where=finite))
+    allowed = tol.atol + tol.rtol * np.abs(np.where(finite, want, 0))
+    return np.where(finite | same, error, np.inf), allowed
+
+
+def _shown(values: np.ndarray, flat: int) -> str:
+    """Element ``flat`` of ``values``: an integer or boolean in full, a float to 8 digits."""
+    value = np.ravel(values)[flat]
+    if values.dtype.kind in "biu":
+        return str(value.item())
+    return f"{value.astype(np.result_type(values.dtype, np.float64)):.8g}"
+
+
 def compare_tf_checkpoint(
     path: str | os.PathLike[str],
     state: TrainState,
@@ -596,10 +622,12 @@ def compare_tf_checkpoint(
     ``state`` — each variable, each slot of each optimizer (``W/Adam``, ``W/Adam_2``),
     Adam's ``beta1_power`` (from the step count), a loss scale, ``global_step``, the
     moving averages of ``ema_state`` and the ``extras`` — is compared with the
-    checkpoint's value of that name: floats to ``atol + rtol * |TensorFlow's|``, integers
-    exactly.  The loop it ends: train N steps in TensorFlow and save, restore that into
-    funcgrad, train N more steps in both, save TensorFlow's, compare.  Not under
-    ``jax.jit`` (it reads files).
+    checkpoint's value of that name, element by element: finite floats to
+    ``atol + rtol * |TensorFlow's|``; an inf or NaN only against the same inf (of the same
+    sign) or NaN, as ``np.testing.assert_allclose`` with ``equal_nan=True`` (it never
+    widens the tolerance); integers and booleans exactly.  The loop it ends: train N steps
+    in TensorFlow and save, restore that into funcgrad, train N more steps in both, save
+    TensorFlow's, compare.  Not under ``jax.jit`` (it reads files).
 
     Args:
       path: the checkpoint prefix (or its ``.index``, or a directory: its latest).
@@ -651,21 +679,21 @@ def compare_tf_checkpoint(
     keys = {item.name: item.key for item in items}
     differences: dict[str, float] = {}
     failing: list[tuple[float, str]] = []
-    for name, value in ours.items():
-        got, want = value.astype(np.float64), theirs[name].astype(np.float64)
-        error = np.abs(got - want)
-        allowed = 0.0 if name in counts else tol.atol + tol.rtol * np.abs(want)
+    for name, got in ours.items():
+        want = theirs[name]
+        error, allowed = _differ(got, want, tol)
         differences[name] = float(np.max(error, initial=0.0))
-        bad = np.asarray(~(error <= allowed))  # NaN fails
+        bad = np.asarray(~(error <= allowed))
         if bad.any():
-            ratio = np.where(np.isnan(error), np.inf, error / np.maximum(allowed, 1e-300))
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                ratio = np.where(bad, error / allowed, 0.0)
             flat = int(np.argmax(ratio))
             where = _at(repr(name), want.shape, flat)
             failing.append(
                 (
                     float(np.ravel(ratio)[flat]),
-                    f"{where} (funcgrad's {keys[name]!r}) is {np.ravel(got)[flat]:.8g} here and "
-                    f"{np.ravel(want)[flat]:.8g} in the checkpoint, off by "
+                    f"{where} (funcgrad's {keys[name]!r}) is {_shown(got, flat)} here and "
+                    f"{_shown(want, flat)} in the checkpoint, off by "
                     f"{np.ravel(error)[flat]:.3g} ({int(bad.sum())} of {bad.size} elements)",
                 )
             )
@@ -675,7 +703,8 @@ def compare_tf_checkpoint(
         also = f"; also {', '.join(others)}{' ...' if len(failing) > 6 else ''}" if others else ""
         raise AssertionError(
             f"{caller}: {len(failing)} of {len(ours)} values differ beyond atol + rtol * "
-            f"|TensorFlow's| (atol={tol.atol:.3g}, rtol={tol.rtol:.3g}); the worst, "
+            f"|TensorFlow's| (atol={tol.atol:.3g}, rtol={tol.rtol:.3g}; integers exactly, inf "
+            f"and NaN only where the same); the worst, "
             f"{failing[0][1]}{also}.  Find where the port first departs: compare after one "
             "step, then check that variable's loss terms and the optimizer's arguments; "
             "pass a larger rtol or atol only when the difference is rounding."

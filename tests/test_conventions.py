@@ -84,6 +84,22 @@ def test_first_and_second_derivatives(f, x, expected) -> None:
         np.testing.assert_allclose(float(second), expected[1], rtol=1e-6)
 
 
+@pytest.mark.parametrize("slope", [0.2, 0.01], ids=["alpha_0.2", "default_slope"])
+def test_leaky_relu_slope_is_a_float32_attribute_in_every_dtype(slope) -> None:
+    """TensorFlow's LeakyReluGrad kernel reads alpha, a float32 attribute, cast to the
+    dtype: float64(float32(0.2)) = 0.20000000298023224; bfloat16 rounds that once more."""
+    leaky = (lambda v: jax.nn.leaky_relu(v, slope)) if slope != 0.01 else jax.nn.leaky_relu
+    with jax.enable_x64(True):
+        x = jnp.array([-2.0, 0.0, 3.0], jnp.float64)
+        first = fg.gradients(lambda v: jnp.sum(tfc(leaky)(v)), x)
+        second_order = fg.gradients(lambda v: jnp.sum(fg.gradients(tfc(leaky), v) * v), x)
+    rounded = float(np.float32(slope))
+    assert first.dtype == jnp.float64 and first.tolist() == [rounded, rounded, 1.0]
+    assert second_order.tolist() == [rounded, rounded, 1.0]  # LeakyReluGradGrad: the same
+    low = fg.gradients(lambda v: jnp.sum(tfc(leaky)(v)), x.astype(jnp.bfloat16))
+    assert low.tolist() == [float(jnp.bfloat16(np.float32(slope)))] * 2 + [1.0]
+
+
 def test_third_derivative_of_x_squared_is_connected() -> None:
     def third(f):
         return fg.gradients(lambda a: fg.gradients(lambda b: fg.gradients(f, b), a), F32(1.0))

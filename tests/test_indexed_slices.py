@@ -132,6 +132,12 @@ def test_traces_once_under_jit():
             (VALUES, IDS, (5.0, 2)), TypeError, r"dense_shape must be a tuple of ints", id="shape"
         ),
         pytest.param(
+            (VALUES, IDS, (-5, 2)),
+            ValueError,
+            r"dense_shape \(-5, 2\) has a negative size; pass the table's shape, e.g. table",
+            id="negative_shape",
+        ),
+        pytest.param(
             ("rows", IDS, (5, 2)), TypeError, r"values must be an array, got str", id="values"
         ),
     ],

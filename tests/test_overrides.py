@@ -143,7 +143,7 @@ def test_registered_gradient_second_order() -> None:
     t = np.tanh(np.array([0.3, -1.2]))
     second = jax.grad(lambda x: _grad(g)(x).sum())(x)
     np.testing.assert_allclose(second, -8 * t * (1 - t**2), rtol=1e-5)
-    with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+    with pytest.raises(TypeError, match=r"Take second derivatives with fg.hessians or fg.hvp"):
         jax.hessian(lambda x: g(x).sum())(x)  # reverse mode only, as jax.custom_vjp
 
 
@@ -195,6 +195,51 @@ def test_gradient_returning_wrong_count_or_shape() -> None:
     scalar = fg.gradient_override_map(jnp.sign, {"Sign": "test_overrides/scalar"})
     with pytest.raises(ValueError, match=r"cotangent\[0\] has shape \(\), the input \(5,\)"):
         _grad(scalar)(X)
+
+
+def test_gradient_returning_fewer_cotangents_than_the_op_has_inputs() -> None:
+    """TensorFlow raises "Num gradients 1 generated for op Maximum ... num inputs 2"."""
+    fg.RegisterGradient("test_overrides/one")(lambda op, grad: grad)
+    one = fg.gradient_override_map(jnp.maximum, {"Maximum": "test_overrides/one"})
+    with pytest.raises(
+        ValueError,
+        match=r"'Maximum'.*returned one cotangent for 2 inputs; return a list or tuple with one "
+        r"cotangent per input \(None for zero\)",
+    ):
+        jax.grad(lambda x, y: one(x, y).sum())(X, X)
+
+
+@pytest.mark.parametrize(
+    ("op", "target", "match"),
+    [
+        pytest.param(
+            jnp.maximum,
+            {"Maximum": "Elu"},
+            r"the gradient 'Elu' for 'Maximum': TensorFlow's Elu gradient takes an op with 1 "
+            r"input\(s\) \(x\), but 'Maximum' has 2; map 'Maximum' to a gradient for 2",
+            id="Elu_on_Maximum",
+        ),
+        pytest.param(
+            jnp.maximum,
+            {"Maximum": "LeakyRelu"},
+            r"the gradient 'LeakyRelu' for 'Maximum': TensorFlow's LeakyRelu gradient reads the "
+            r"op's alpha attribute, which 'Maximum' does not have; map jax.nn.leaky_relu",
+            id="LeakyRelu_on_Maximum",
+        ),
+        pytest.param(
+            lambda x, y: jnp.sign(x) * y,
+            {"Sign": "LeakyRelu"},
+            r"LeakyRelu gradient reads the op's alpha attribute, which 'Sign' does not have",
+            id="LeakyRelu_on_Sign",
+        ),
+    ],
+)
+def test_tensorflow_gradient_of_a_jax_call_is_tensorflows_on_other_ops(op, target, match) -> None:
+    """jax.nn.elu's and leaky_relu's slope input is theirs alone: on another op, the second
+    input is not taken for a slope (it was, silently)."""
+    f = fg.gradient_override_map(op, target)
+    with pytest.raises(ValueError, match=match):
+        jax.grad(lambda x, y: f(x, y).sum())(X, X + 1)
 
 
 # --- gradient_override_map: the wrapper ------------------------------------------------------
@@ -572,6 +617,133 @@ def test_custom_gradient_with_an_unused_output() -> None:
         return (x * 2, x * 3), lambda dy: dy[0] * 2 + dy[1] * 3
 
     np.testing.assert_array_equal(fg.gradients(lambda x: two(x)[0], jnp.ones(2)), [2.0, 2.0])
+
+
+@pytest.mark.parametrize("wrap", [list, tuple], ids=["list", "tuple"])
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_custom_gradient_list_of_one_cotangent_is_the_bare_cotangent(wrap, transform) -> None:
+    """TensorFlow flattens what grad_fn returns, so [dx] for one input is dx."""
+
+    def make(box):
+        @fg.custom_gradient
+        def f(x):
+            return jnp.sin(x["a"]), lambda dy: box({"a": dy * 3 * jnp.cos(x["a"])})
+
+        return f
+
+    x = {"a": jnp.array([0.3, -1.2])}
+    bare = transform(jax.grad(lambda x: make(lambda g: g)(x).sum()))(x)
+    listed = transform(jax.grad(lambda x: make(lambda g: wrap([g]))(x).sum()))(x)
+    np.testing.assert_array_equal(listed["a"], bare["a"])
+    np.testing.assert_allclose(bare["a"], 3 * jnp.cos(x["a"]), rtol=1e-6)
+    one = fg.custom_gradient(lambda v: (v * 2, lambda dy: wrap([dy * 5])))
+    assert float(jax.grad(one)(jnp.float32(1.0))) == 5.0
+
+
+def test_custom_gradient_argument_that_is_a_list_keeps_its_structure() -> None:
+    @fg.custom_gradient
+    def f(p):
+        return p[0] * p[1], lambda dy: [dy * p[1], dy * p[0]]
+
+    assert [float(g) for g in jax.grad(f)([jnp.float32(2.0), jnp.float32(5.0)])] == [5.0, 2.0]
+
+
+def _two_outputs(grad_fn):
+    @fg.custom_gradient
+    def f(x):
+        return (x * 2, {"b": x * 3, "a": x * 4}), grad_fn
+
+    return lambda x: (lambda y: y[0] + 10 * y[1]["a"] + 100 * y[1]["b"])(f(x))
+
+
+@pytest.mark.parametrize(
+    "grad_fn",
+    [
+        pytest.param(lambda dy: dy[0] * 2 + dy[1]["a"] * 4 + dy[1]["b"] * 3, id="like_y"),
+        pytest.param(lambda dy1, da, db: dy1 * 2 + da * 4 + db * 3, id="tf_one_per_output"),
+        pytest.param(lambda *dys: dys[0] * 2 + dys[1] * 4 + dys[2] * 3, id="tf_varargs"),
+    ],
+)
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_custom_gradient_grad_fn_takes_dy_like_y_or_one_per_output(grad_fn, transform) -> None:
+    """TensorFlow calls grad_fn(dy1, dy2, ...), one per output in nest.flatten order."""
+    f = _two_outputs(grad_fn)
+    x = jnp.array([1.0, -2.0])
+    expected = 2 + 10 * 4 + 100 * 3
+    np.testing.assert_array_equal(transform(jax.grad(lambda x: f(x).sum()))(x), [expected] * 2)
+    np.testing.assert_array_equal(transform(lambda x: fg.gradients(f, x))(x), [expected] * 2)
+
+
+def test_custom_gradient_grad_fn_taking_neither_form_says_the_fix() -> None:
+    f = _two_outputs(lambda dy1, dy2: dy1)
+    with pytest.raises(
+        TypeError,
+        match=r"fg.custom_gradient\(f\): grad_fn\(dy1, dy2\) cannot take the cotangents of "
+        r"f's 3 output\(s\); take one argument structured like f's output \(grad_fn\(dy\)\), "
+        r"or one per output",
+    ):
+        jax.grad(lambda x: f(x).sum())(jnp.ones(2))
+
+
+@pytest.mark.parametrize(
+    ("f", "args", "match"),
+    [
+        pytest.param(
+            lambda a: (a * 2, lambda dy: "dy"), [1.0], r"grad_fn\(dy\) is a str", id="str"
+        ),
+        pytest.param(
+            lambda a, b: (a * b, lambda dy: [dy, object()]),
+            [1.0, 2.0],
+            r"grad_fn\(dy\)\[1\] is a object",
+            id="object",
+        ),
+    ],
+)
+def test_custom_gradient_grad_fn_returning_no_array_says_the_fix(f, args, match) -> None:
+    fix = r"; grad_fn must return one cotangent per argument of f: an array"
+    with pytest.raises(TypeError, match=r"fg.custom_gradient\(<lambda>\): " + match + fix):
+        jax.grad(fg.custom_gradient(f))(*map(jnp.float32, args))
+
+
+@fg.custom_gradient
+def _cube(x):
+    return x**3, lambda dy: dy * 3 * x**2
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        pytest.param(lambda f: jax.jvp(f, (jnp.float32(2.0),), (jnp.float32(1.0),)), id="jvp"),
+        pytest.param(lambda f: jax.jacfwd(f)(jnp.float32(2.0)), id="jacfwd"),
+        pytest.param(lambda f: jax.hessian(f)(jnp.float32(2.0)), id="hessian"),
+        pytest.param(lambda f: jax.jit(jax.hessian(f))(jnp.float32(2.0)), id="jit_hessian"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("f", "caller"),
+    [
+        pytest.param(_cube, r"fg.custom_gradient\(_cube\)", id="custom_gradient"),
+        pytest.param(
+            fg.gradient_override_map(jnp.sign, {"Sign": "Identity"}),
+            r"fg.gradient_override_map\(sign, mapping\)",
+            id="override",
+        ),
+        pytest.param(
+            fg.tensorflow_conventions(jnp.abs),
+            r"fg.tensorflow_conventions\(abs\)",
+            id="conventions",
+        ),
+    ],
+)
+def test_forward_mode_through_a_custom_gradient_points_at_fg_hessians(forward, f, caller) -> None:
+    with pytest.raises(
+        TypeError,
+        match=caller + r": its gradient is a vector-Jacobian product.*Take second derivatives "
+        r"with fg.hessians or fg.hvp \(reverse over reverse\)",
+    ):
+        forward(f)
+    assert float(fg.hessians(_cube, jnp.float32(2.0))) == 12.0  # the fix the error names
+    assert float(fg.hvp(_cube, jnp.float32(2.0), jnp.float32(1.0))) == 12.0
 
 
 def test_custom_gradient_closing_over_a_differentiated_value_says_the_fix() -> None:

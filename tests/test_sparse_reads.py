@@ -153,8 +153,14 @@ def test_equinox_embedding_gives_indexed_slices():
         pytest.param(lambda e: jnp.sum(e[3] ** 2), id="static_row"),
         pytest.param(lambda e: head(e.astype(jnp.bfloat16)[IDS].astype(e.dtype), W), id="cast"),
         pytest.param(
-            lambda e: lax.scan(lambda c, i: (c + jnp.sum(e[i] ** 2), None), 0.0, IDS)[0],
-            id="inside_scan",
+            lambda e: jnp.sum(lax.scan(lambda c, i: (c.at[i].mul(2.0), None), e, IDS)[0] ** 2),
+            id="scan_carry",
+        ),
+        pytest.param(
+            lambda e: (
+                lax.scan(lambda c, i: (c + jnp.sum(e[i] ** 2), None), 0.0, IDS)[0] + jnp.sum(e)
+            ),
+            id="inside_scan_and_dense",
         ),
     ],
 )
@@ -317,3 +323,183 @@ def test_lookups_with_ids_of_two_dtypes_concatenate():
     g = sparse_gradients(loss, TABLE)[0]
     assert g.indices.dtype == jnp.int32
     assert_slices(g, [1, 2, 4], np.ones((3, D)), jax.grad(loss)(TABLE))
+
+
+OUT_OF_RANGE = jnp.array([1, 9, -1, 4], jnp.int32)  # 9 is past the 7 rows; -1 wraps to 6
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0, mode="clip"), id="take_clip"),
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0, mode="fill"), id="take_fill"),
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0, mode="wrap"), id="take_wrap"),
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0), id="take_default"),
+        pytest.param(lambda e, ids: e[ids], id="getitem"),
+        pytest.param(lambda e, ids: e.at[ids].get(mode="clip"), id="at_get_clip"),
+        pytest.param(
+            lambda e, ids: e.at[ids].get(mode="promise_in_bounds"), id="at_get_promise_in_bounds"
+        ),
+        pytest.param(lambda e, ids: jax.vmap(lambda i: e[i])(ids), id="vmapped_getitem"),
+        pytest.param(
+            lambda e, ids: lax.dynamic_index_in_dim(e, ids[1], keepdims=False)[None],
+            id="dynamic_slice",
+        ),
+    ],
+)
+def test_the_mode_of_a_lookup_decides_its_rows_as_in_jax_grad(lookup):
+    """An id past the table: the gradient goes where ``jax.grad`` puts it (the clamped
+    row for ``mode="clip"`` and a ``dynamic_slice``, nowhere for a filled read)."""
+
+    def loss(e, w):
+        return jnp.sum(jnp.nan_to_num(jnp.tanh(lookup(e, OUT_OF_RANGE) @ w)) ** 2)
+
+    g = jax.jit(lambda e, w: sparse_gradients(loss, e, w)[0])(TABLE, W)
+    assert isinstance(g, fg.IndexedSlices)
+    np.testing.assert_allclose(g.to_dense(), jax.grad(loss)(TABLE, W), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("lookup", "rows"),
+    [
+        pytest.param(
+            lambda e, ids: jnp.take(e, ids, axis=0, mode="clip"), [1, 6, 0, 4], id="take_clip"
+        ),
+        pytest.param(lambda e, ids: e.at[ids].get(mode="clip"), [1, 6, 6, 4], id="at_get_clip"),
+    ],
+)
+def test_a_clamping_lookup_outside_jit_is_no_error(lookup, rows):
+    """``take`` clamps -1 to row 0; ``.at[].get`` wraps it to row 6 first."""
+
+    def loss(e, w):
+        return head(lookup(e, OUT_OF_RANGE), w)
+
+    g = sparse_gradients(loss, TABLE, W)[0]
+    np.testing.assert_array_equal(g.indices, rows)
+    np.testing.assert_allclose(g.to_dense(), jax.grad(loss)(TABLE, W), rtol=1e-5, atol=1e-6)
+
+
+# --- lookups inside control flow -------------------------------------------------------
+
+STEPS = jnp.array([[4, 1], [1, 1], [6, 2]], jnp.int32)  # the ids of three iterations
+
+
+def decoder(e, w):
+    """A lookup in every step of a scan (the seq2seq decoder's habit)."""
+
+    def step(h, ids):
+        h = jnp.tanh(e[ids] @ w + h)
+        return h, jnp.sum(h**2)
+
+    _, losses = lax.scan(step, jnp.zeros((2, 2), jnp.float32), STEPS)
+    return jnp.sum(losses)
+
+
+def with_fori_loop(e, w):
+    def body(k, h):
+        return jnp.tanh(e[STEPS[k]] @ w + h)
+
+    return jnp.sum(lax.fori_loop(0, 3, body, jnp.zeros((2, 2), jnp.float32)) ** 2)
+
+
+def with_remat(e, w):
+    return jax.checkpoint(lambda e, w: head(e[IDS], w))(e, w)
+
+
+def with_nested_jit(e, w):
+    inner = jax.jit(lambda e, ids: jnp.tanh(e[ids]))
+    return head(jax.jit(lambda e: inner(e, IDS) * 2.0)(e), w)
+
+
+def with_scan_of_scans(e, w):
+    def outer(c, ids):
+        return lax.scan(lambda c, i: (c + head(e[i][None], w), None), c, ids)[0], None
+
+    return lax.scan(outer, 0.0, STEPS)[0]
+
+
+def test_a_lookup_in_a_scan_gets_one_row_per_id_and_iteration_then_the_loops_row():
+    """TensorFlow 1.x's while_loop gradient: every iteration's rows (duplicates kept),
+    and the zero row at id 0 its accumulator starts with."""
+    g = sparse_gradients(decoder, TABLE, W)[0]
+    assert isinstance(g, fg.IndexedSlices)
+    np.testing.assert_array_equal(g.indices, [4, 1, 1, 1, 6, 2, 0])
+    np.testing.assert_array_equal(g.values[-1], np.zeros(D))
+    np.testing.assert_allclose(g.to_dense(), jax.grad(decoder)(TABLE, W), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("loss", "rows"),
+    [
+        pytest.param(decoder, 7, id="scan"),
+        pytest.param(with_fori_loop, 7, id="fori_loop"),
+        pytest.param(with_scan_of_scans, 6 + 3 + 1, id="scan_of_scans"),
+        pytest.param(with_remat, 4, id="remat"),
+        pytest.param(with_nested_jit, 4, id="nested_jit"),
+    ],
+)
+def test_compute_gradients_finds_lookups_inside(loss, rows, variant):
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    params = {"emb": TABLE, "w": W}
+
+    def grads(p):
+        return [g for g, _ in opt.compute_gradients(lambda p: loss(p["emb"], p["w"]), p)]
+
+    g, g_w = variant(grads)(params)
+    assert isinstance(g, fg.IndexedSlices)
+    assert g.values.shape == (rows, D)
+    np.testing.assert_allclose(g.to_dense(), jax.grad(loss)(TABLE, W), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g_w, jax.grad(loss, argnums=1)(TABLE, W), rtol=1e-5, atol=1e-6)
+
+
+def in_cond(e, w, which):
+    return lax.cond(which == 0, lambda: head(e[IDS], w), lambda: jnp.sum(w**2))
+
+
+def in_switch(e, w, which):
+    branches = [lambda: head(e[IDS], w), lambda: jnp.sum(w**2), lambda: head(e[IDS[:2]], w)]
+    return lax.switch(which, branches)
+
+
+@pytest.mark.parametrize(
+    ("loss", "which", "indices"),
+    [
+        pytest.param(in_cond, 0, [4, 1, 4, 6, 4, 4, 4, 4, 4, 4, 4], id="cond_taken"),
+        pytest.param(in_cond, 1, [0, 0, 0, 0, *range(V)], id="cond_not_taken"),
+        pytest.param(
+            in_switch, 2, [0, 0, 0, 0, *range(V), 4, 1, *[4] * V], id="switch_other_reader"
+        ),
+        pytest.param(in_switch, 1, [0, 0, 0, 0, *range(V), 0, 0, *range(V)], id="switch_no_reader"),
+    ],
+)
+def test_a_lookup_in_a_cond_branch_not_taken_touches_every_row(loss, which, indices, variant):
+    """TensorFlow 1.x's cond: a branch that reads the table gives its rows when taken,
+    every row with zeros when not; padding repeats a touched id with zeros."""
+    opt = fg.train.RMSPropOptimizer(0.1)
+    params = {"emb": TABLE, "w": W}
+
+    def grads(p, which):
+        return [g for g, _ in opt.compute_gradients(lambda p: loss(p["emb"], p["w"], which), p)]
+
+    g, _ = variant(grads)(params, jnp.int32(which))
+    assert isinstance(g, fg.IndexedSlices)
+    np.testing.assert_array_equal(g.indices, indices)
+    dense = jax.grad(loss)(TABLE, W, which)
+    np.testing.assert_allclose(g.to_dense(), dense, rtol=1e-5, atol=1e-6)
+
+
+def test_a_lookup_in_a_while_loop_fails_as_jax_grad_does():
+    def loss(e):
+        return lax.while_loop(
+            lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + e[c[0]].sum()), (0, 0.0)
+        )[1]
+
+    with pytest.raises(
+        ValueError, match=r"Reverse-mode differentiation does not work for lax\.while_loop"
+    ):
+        jax.grad(loss)(TABLE)
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    with pytest.raises(
+        ValueError, match=r"Reverse-mode differentiation does not work for lax\.while_loop"
+    ):
+        opt.compute_gradients(loss, TABLE)

@@ -419,6 +419,75 @@ def test_compare_tf_checkpoint_catches_one_slot_off_by_one_step(tmp_path):
         fg.testing.compare_tf_checkpoint(prefix, wrong, group)
 
 
+INF, NAN = float("inf"), float("nan")
+
+
+def _saved_w(tmp_path, w, extras=None):
+    """A checkpoint of ``{"W": w}`` (float32) and its optimizer."""
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    state = opt.init({"W": jnp.asarray(w, jnp.float32)})
+    return opt, fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, opt, extras=extras)
+
+
+def _w(opt, w):
+    return opt.init({"W": jnp.asarray(w, jnp.float32)})
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ours", "shown"),
+    [
+        pytest.param([1.0, INF], [1.0, 3e38], "3e\\+38 here and inf", id="inf_against_3e38"),
+        pytest.param([1.0, INF], [1.0, -INF], "-inf here and inf", id="inf_against_minus_inf"),
+        pytest.param([1.0, 3e38], [1.0, INF], "inf here and 3e\\+38", id="3e38_against_inf"),
+        pytest.param([1.0, NAN], [1.0, 0.0], "0 here and nan", id="nan_against_0"),
+        pytest.param([1.0, 0.0], [1.0, NAN], "nan here and 0", id="0_against_nan"),
+        pytest.param([1.0, NAN], [1.0, INF], "inf here and nan", id="nan_against_inf"),
+    ],
+)
+def test_compare_tf_checkpoint_inf_and_nan_only_against_the_same(tmp_path, theirs, ours, shown):
+    opt, prefix = _saved_w(tmp_path, theirs)
+    with pytest.raises(
+        AssertionError, match=r"inf and NaN only where the same\); the worst, 'W'\[1\] "
+        rf"\(funcgrad's 'W'\) is {shown} in the checkpoint, off by inf \(1 of 2 elements\)",
+    ):  # fmt: skip
+        fg.testing.compare_tf_checkpoint(prefix, _w(opt, ours), opt, atol=1e30)
+
+
+def test_compare_tf_checkpoint_passes_the_same_inf_and_nan(tmp_path):
+    """The same inf or NaN at one place is equal; the tolerance comes from the finite
+    values alone."""
+    opt, prefix = _saved_w(tmp_path, [INF, -INF, NAN, 1.0])
+    report = fg.testing.compare_tf_checkpoint(prefix, _w(opt, [INF, -INF, NAN, 1.0]), opt)
+    assert report["W"] == 0.0
+    near = _w(opt, [INF, -INF, NAN, 1.000001])
+    assert 0 < fg.testing.compare_tf_checkpoint(prefix, near, opt)["W"] < 1e-5
+    with pytest.raises(AssertionError, match=r"'W'\[3\] .* is 1.001 here and 1 in the"):
+        fg.testing.compare_tf_checkpoint(prefix, _w(opt, [INF, -INF, NAN, 1.001]), opt)
+
+
+@pytest.mark.parametrize(
+    ("saved", "given", "shown"),
+    [
+        pytest.param(np.int64(10**6), np.int64(10**6 + 5), "1000005 here and 1000000", id="int64"),
+        pytest.param(
+            np.int64(2**62), np.int64(2**62 + 1), f"{2**62 + 1} here and {2**62}", id="2**62"
+        ),
+        pytest.param(np.int32(7), np.int32(-7), "-7 here and 7", id="int32"),
+        pytest.param(np.uint8(255), np.uint8(254), "254 here and 255", id="uint8"),
+        pytest.param(np.True_, np.False_, "False here and True", id="bool"),
+    ],
+)
+def test_compare_tf_checkpoint_integers_and_booleans_exactly(tmp_path, saved, given, shown):
+    opt, prefix = _saved_w(tmp_path, [1.0], extras={"n": saved})
+    assert fg.testing.compare_tf_checkpoint(prefix, _w(opt, [1.0]), opt, extras={"n": saved})
+    with pytest.raises(
+        AssertionError, match=rf"the worst, 'n' \(funcgrad's 'n'\) is {shown} in the checkpoint"
+    ):
+        fg.testing.compare_tf_checkpoint(
+            prefix, _w(opt, [1.0]), opt, extras={"n": given}, rtol=1e-3, atol=1e3
+        )
+
+
 def test_compare_tf_checkpoint_bad_input(tmp_path):
     opt = fg.train.GradientDescentOptimizer(0.1)
     state = opt.init({"W": jnp.ones(2)})

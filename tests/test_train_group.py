@@ -359,3 +359,85 @@ def test_a_group_state_round_trips_through_a_checkpoint(tmp_path) -> None:
             gan["G"].minimize(g_loss, restored, NOISE[0]),
             gan["G"].minimize(g_loss, state, NOISE[0]),
         )
+
+
+# --- one train op of every member (tf.estimator's wide & deep) ---------------------------
+
+WIDE_PARAMS = {
+    "dnn": {"E": jnp.asarray(np.linspace(-1, 1, 12).reshape(6, 2), jnp.float32)},
+    "linear": {"w": jnp.asarray([0.5, -0.25], jnp.float32)},
+    "other": jnp.float32(1.0),
+}
+WIDE_IDS = jnp.array([1, 4, 4], jnp.int32)
+
+
+def _wide_loss(p, ids):
+    deep = jnp.sum(jnp.tanh(p["dnn"]["E"][ids]), axis=1)
+    return jnp.sum((deep + p["linear"]["w"][0] - p["linear"]["w"][1]) ** 2)
+
+
+def _wide_group():
+    return fg.train.OptimizerGroup(
+        dnn=(fg.train.AdagradOptimizer(0.1), {"dnn": True, "linear": False, "other": False}),
+        linear=(
+            fg.train.MomentumOptimizer(fg.train.exponential_decay(0.1, 1, 0.5), 0.9),
+            {"dnn": False, "linear": True, "other": False},
+        ),
+    )
+
+
+def _reference(steps):
+    """Each member's own optimizer on the gradients of one jax.grad at the same values,
+    the linear member's schedule at the step before the update."""
+    dnn_opt, lin_opt = fg.train.AdagradOptimizer(0.1), fg.train.MomentumOptimizer(0.1, 0.9)
+    dnn = dnn_opt.init(WIDE_PARAMS["dnn"])
+    lin = lin_opt.init(WIDE_PARAMS["linear"])
+    for step in range(steps):
+        g = jax.grad(_wide_loss)({**WIDE_PARAMS, "dnn": dnn.params, "linear": lin.params}, WIDE_IDS)
+        dnn = dnn_opt.apply_gradients([(g["dnn"]["E"], None)], dnn)
+        lin = fg.train.set_learning_rate(lin, 0.1 * 0.5**step)
+        lin = lin_opt.apply_gradients([(g["linear"]["w"], None)], lin)
+    return dnn.params, lin.params
+
+
+@pytest.mark.parametrize("form", ["minimize", "compute_apply"])
+def test_one_train_op_steps_every_member_from_one_gradient(form, variant):
+    group = _wide_group()
+
+    def step(state):
+        if form == "minimize":
+            return group.minimize(_wide_loss, state, WIDE_IDS)[0]
+        gvs = group.compute_gradients(_wide_loss, state.params, WIDE_IDS)
+        assert isinstance(gvs[0][0], fg.IndexedSlices)  # the table's, to the sparse rule
+        return group.apply_gradients(gvs, state)
+
+    state = group.init(WIDE_PARAMS)
+    for _ in range(3):
+        state = variant(step)(state)
+    dnn, linear = _reference(3)
+    assert int(state.global_step) == 3  # once per step, not once per member
+    chex.assert_trees_all_close(state.params["dnn"], dnn, rtol=1e-5)
+    chex.assert_trees_all_close(state.params["linear"], linear, rtol=1e-5)
+    assert float(state.params["other"]) == 1.0
+
+
+def test_one_train_op_refuses_a_gradient_no_member_trains():
+    group = _wide_group()
+    state = group.init(WIDE_PARAMS)
+    gvs = fg.train.GradientDescentOptimizer(0.1).compute_gradients(
+        lambda p: _wide_loss(p, WIDE_IDS) * p["other"], state.params
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"a gradient for 'other', which no optimizer of the group trains; drop those pairs",
+    ):
+        group.apply_gradients(gvs, state)
+
+
+def test_one_train_op_refuses_a_member_without_gradients():
+    group = _wide_group()
+    state = group.init(WIDE_PARAMS)
+    with pytest.raises(
+        ValueError, match=r"OptimizerGroup.minimize.*\('linear'\).*No gradients provided"
+    ):
+        group.minimize(lambda p: jnp.sum(p["dnn"]["E"]), state)

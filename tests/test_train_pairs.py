@@ -114,7 +114,7 @@ def test_a_filtered_list_crossing_a_jit_boundary_is_an_error_that_says_why() -> 
     with pytest.raises(
         ValueError,
         match=r"2 pairs for 3 variables.*pair 0's variable \(float32\[2, 2\]\) is not an "
-        r"array of state\.params.*under jax\.jit, filter the pairs inside the jitted",
+        r"array of state\.params.*under jax\.jit, filter them inside the jitted function",
     ):
         jax.jit(opt.apply_gradients)([(g, v) for g, v in gvs if g is not None], state)
 
@@ -168,7 +168,7 @@ def test_two_pairs_for_one_variable_are_an_error() -> None:
     gvs = opt.compute_gradients(_loss, state.params, X)
     with pytest.raises(
         ValueError,
-        match=r"pairs 0 and 1 both name variable 'W'.*sum two gradients of one variable",
+        match=r"pairs 0 and 1 both name variable 'W' \(sum their gradients into one pair\)",
     ):
         opt.apply_gradients([gvs[0], gvs[0], gvs[1]], state)
 
@@ -288,7 +288,9 @@ def test_rebuilt_copies_of_distinct_shapes_work_in_order_only() -> None:
     chex.assert_trees_all_equal(opt.apply_gradients(rebuilt, state), expected)
     chex.assert_trees_all_equal(jax.jit(opt.apply_gradients)(rebuilt, state), expected)
     with pytest.raises(
-        ValueError, match=r"has shape \(3,\), the variable \(2, 2\).*pass the pairs"
+        ValueError,
+        match=r"pair 0's variable \(float32\[3\]\) is not a copy of 'W' \(float32\[2, 2\]\), "
+        r"the variable at its position.*pass the pairs",
     ):
         opt.apply_gradients(rebuilt[::-1], state)
 
@@ -341,3 +343,97 @@ def test_a_gradient_whose_cast_loses_its_meaning_is_refused(jit, gradient, match
     apply = compiled(opt.apply_gradients, jit)
     with pytest.raises(TypeError, match=match):
         apply([(gradient, None) if k == 1 else (None, None) for k in range(3)], state)
+
+
+# Lists that would apply the wrong numbers: each is refused with the fix.
+@JIT
+def test_pairs_in_tensorflows_wrong_order_are_refused(jit) -> None:
+    """zip(variables, grads): a variable of the state where the gradient goes (TF's
+    "Trying to update a Tensor")."""
+    opt = fg.train.MomentumOptimizer(0.1, 0.9)
+
+    def step(state, x):
+        grads, variables = zip(*opt.compute_gradients(_loss, state.params, x), strict=True)
+        return opt.apply_gradients(zip(variables, grads, strict=True), state)
+
+    with pytest.raises(
+        ValueError,
+        match=r"pairs \[0, 1, 2\] hold variables \['W', 'b', 'frozen'\] of state\.params where "
+        r"the gradient goes; write the pairs gradient first: zip\(grads, variables\)",
+    ):
+        compiled(step, jit)(opt.init(PARAMS), X)
+
+
+def test_copies_in_tensorflows_wrong_order_are_refused() -> None:
+    """zip(variables, grads) with variables that crossed a jax.jit boundary: no identity
+    to see, but a copy must hold its position's values."""
+    opt = fg.train.MomentumOptimizer(0.1, 0.9)
+    state = opt.init(PARAMS)
+    gvs = jax.jit(lambda p: opt.compute_gradients(_loss, p, X))(state.params)
+    grads, variables = zip(*gvs, strict=True)
+    with pytest.raises(
+        ValueError,
+        match=r"pair 0's variable \(float32\[2, 2\]\) is not a copy of 'W' \(float32\[2, 2\]\), "
+        r"the variable at its position but its gradient is: write zip\(grads, variables\)",
+    ):
+        opt.apply_gradients(zip(variables, grads, strict=True), state)
+
+
+def test_a_gradient_that_is_a_variable_is_applied_with_its_variable() -> None:
+    """(w, w) names its variable: a decay step, as in TensorFlow."""
+    opt = fg.train.GradientDescentOptimizer(0.5)
+    state = opt.init(PARAMS)
+    w = state.params["b"]
+    state = opt.apply_gradients([(w, w)], state)
+    np.testing.assert_allclose(state.params["b"], 0.5 * PARAMS["b"])
+
+
+# Two variables of one shape but other dtypes, and two of one kind.
+MIXED = {"a": jnp.array([1.0, 2.0, 3.0]), "b": jnp.array([4.0, 5.0, 6.0], jnp.bfloat16)}
+TWO_OF_A_KIND = {"a": jnp.array([1.0, 2.0, 3.0]), "b": jnp.array([4.0, 5.0, 6.0])}
+
+
+def _both(p):
+    return jnp.sum(p["a"] ** 2) + jnp.sum(p["b"].astype(jnp.float32) * 3.0)
+
+
+def _copies(opt, params):
+    """Rebuilt pairs (plain tuples) whose variables are jax.jit outputs, not the state's."""
+    gvs = jax.jit(lambda p: opt.compute_gradients(_both, p))(params)
+    return [tuple(pair) for pair in gvs]
+
+
+@pytest.mark.parametrize("apply_jit", [False, True], ids=["eager_apply", "jit_apply"])
+def test_reversed_copies_of_one_shape_and_other_dtypes_are_refused(apply_jit) -> None:
+    opt = fg.train.GradientDescentOptimizer(0.5)
+    state = opt.init(MIXED)
+    apply = jax.jit(opt.apply_gradients) if apply_jit else opt.apply_gradients
+    with pytest.raises(
+        ValueError,
+        match=r"pair 0's variable \(bfloat16\[3\]\) is not a copy of 'a' "
+        r"\(float32\[3\]\), the variable at its position.*\"Filtered and reordered pairs\"",
+    ):
+        apply(_copies(opt, state.params)[::-1], state)
+    # In order, shapes and dtypes prove the positions.
+    expected = opt.apply_gradients(opt.compute_gradients(_both, state.params), state)
+    chex.assert_trees_all_equal(apply(_copies(opt, state.params), state), expected)
+
+
+@pytest.mark.parametrize("apply_jit", [False, True], ids=["eager_apply", "jit_apply"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param(TWO_OF_A_KIND, id="other_values"),
+        pytest.param({"a": jnp.zeros(3), "b": jnp.zeros(3)}, id="equal_values"),
+    ],
+)
+def test_none_and_a_copy_of_one_kind_are_refused_in_any_order(params, apply_jit) -> None:
+    """(g, None) states its position, but a copy beside it of the same shape and dtype
+    could be the other variable's."""
+    opt = fg.train.GradientDescentOptimizer(0.5)
+    state = opt.init(params)
+    apply = jax.jit(opt.apply_gradients) if apply_jit else opt.apply_gradients
+    (ga, _), (gb, vb) = _copies(opt, state.params)
+    for pairs in ([(gb, vb), (ga, None)], [(ga, None), (gb, vb)]):
+        with pytest.raises(ValueError, match=r"pass the pairs compute_gradients returned"):
+            apply(pairs, state)

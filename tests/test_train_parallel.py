@@ -1,10 +1,13 @@
 """fg.train.data_parallel and fg.train.shard_map_minimize on 8 fake CPU devices."""
 
+import contextlib
+
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import AxisType
 
 import funcgrad as fg
 
@@ -41,12 +44,15 @@ def single_device_run(opt, state, x, y, steps):
 
 STEPS = [
     pytest.param(
-        lambda opt, mesh: fg.train.data_parallel(
-            lambda s, x, y: opt.minimize(loss_fn, s, x, y), mesh
+        lambda opt, mesh, loss_fn=loss_fn: fg.train.data_parallel(
+            lambda s, *batch: opt.minimize(loss_fn, s, *batch), mesh
         ),
         id="data_parallel",
     ),
-    pytest.param(lambda opt, mesh: fg.train.shard_map_minimize(opt, loss_fn, mesh), id="shard_map"),
+    pytest.param(
+        lambda opt, mesh, loss_fn=loss_fn: fg.train.shard_map_minimize(opt, loss_fn, mesh),
+        id="shard_map",
+    ),
 ]
 
 
@@ -110,3 +116,34 @@ def test_data_parallel_step_traces_once():
     state = opt.init(params)
     for _ in range(3):
         state, _ = step(state, x, y)
+
+
+def embedding_loss_fn(params, ids, y):
+    return jnp.mean((params["E"][ids] @ params["w"] - y) ** 2)
+
+
+@pytest.mark.parametrize("axis_type", [AxisType.Explicit, AxisType.Auto], ids=str)
+@pytest.mark.parametrize("under_set_mesh", [False, True], ids=["", "under_set_mesh"])
+@pytest.mark.parametrize("make_step", STEPS)
+def test_an_embedding_model_runs_on_a_mesh_of_either_axis_type(
+    make_step, axis_type, under_set_mesh
+):
+    """``E[ids]`` with ids sharded: jax.make_mesh's default Explicit axes refused the gather."""
+    rng = np.random.default_rng(1)
+    params = {
+        "E": jnp.asarray(rng.normal(size=(10, 4)), jnp.float32),
+        "w": jnp.asarray(rng.normal(size=(4,)), jnp.float32),
+    }
+    ids = jnp.asarray(rng.integers(0, 10, size=16), jnp.int32)
+    y = jnp.asarray(rng.normal(size=(16,)), jnp.float32)
+    opt = fg.train.AdamOptimizer(0.05)
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(axis_type,))
+    step = make_step(opt, mesh, embedding_loss_fn)
+    state = opt.init(params)
+    with jax.set_mesh(mesh) if under_set_mesh else contextlib.nullcontext():
+        for _ in range(2):
+            state, loss = step(state, ids, y)
+    expected = jax.jit(lambda s: opt.minimize(embedding_loss_fn, s, ids, y))
+    want, want_loss = expected(expected(opt.init(params))[0])
+    chex.assert_trees_all_close(state.params, want.params, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-6)

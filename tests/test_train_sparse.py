@@ -94,6 +94,18 @@ def test_sgd_sparse_equals_dense() -> None:
     chex.assert_trees_all_close(got, want, rtol=1e-6)
 
 
+def test_sgd_scatters_duplicates_as_they_are_and_drops_ids_outside_under_jit() -> None:
+    """TF's GradientDescent scatter-adds each row (no sum first): the same numbers; an id
+    outside the table (negative too) writes nothing, never a wrapped or clamped row."""
+    opt = fg.train.GradientDescentOptimizer(0.5)
+    values = jnp.asarray(np.arange(8.0).reshape(4, 2), jnp.float32)
+    g = fg.IndexedSlices(values, jnp.array([1, 1, -1, 9]), TABLE.shape)
+    got = jax.jit(opt.apply_gradients)([(g, None)], opt.init(TABLE))
+    want = np.asarray(TABLE).copy()
+    want[1] -= 0.5 * (np.asarray(values[0]) + np.asarray(values[1]))
+    np.testing.assert_allclose(got.params, want, rtol=1e-6)
+
+
 def test_lazy_adam_with_a_dense_gradient_is_adam() -> None:
     g = _sparse().to_dense()
     lazy, adam = fg.train.LazyAdamOptimizer(0.1), fg.train.AdamOptimizer(0.1)

@@ -472,6 +472,65 @@ def test_moving_averages_and_extras_round_trip(tmp_path) -> None:
     chex.assert_trees_all_equal(alone, state)
 
 
+# Every dtype is kept: a NumPy or JAX value as it is, a Python number as tf.Variable(number)
+# makes it; a NumPy template reads a NumPy array, so int64 and float64 need no jax_enable_x64.
+_EXTRAS = {
+    "counter": (np.int64(2**40), np.int64(2**40)),
+    "rate": (np.float64(0.1), np.float64(0.1)),
+    "table": (np.arange(3, dtype=np.uint8), np.arange(3, dtype=np.uint8)),
+    "python_int": (5, np.int32(5)),
+    "python_big_int": (2**40, np.int64(2**40)),
+    "python_float": (0.1, np.float32(0.1)),
+    "python_bool": (True, np.True_),
+    "jax": (jnp.bfloat16(0.5), np.asarray(0.5, jnp.bfloat16)),
+}
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["x64_off", "x64_on"])
+def test_extras_keep_their_dtypes(tmp_path, x64) -> None:
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    with jax.enable_x64(x64):
+        extras = {name: given for name, (given, _) in _EXTRAS.items()}
+        prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), opt.init(PARAMS), opt,
+                                             extras=extras)  # fmt: skip
+        reader = _tf_bundle.BundleReader(prefix)
+        for name, (_, want) in _EXTRAS.items():
+            got = reader.read(name)
+            assert (got.dtype, got.tolist()) == (want.dtype, want.tolist()), name
+        templates = {name: np.zeros_like(want) for name, (_, want) in _EXTRAS.items()}
+        _, _, restored = fg.train.restore_tf_checkpoint(
+            prefix, opt.init(PARAMS), opt, extras=templates
+        )
+        for name, (_, want) in _EXTRAS.items():
+            assert isinstance(restored[name], np.ndarray), name
+            assert (restored[name].dtype, restored[name].tolist()) == (want.dtype, want.tolist())
+        report = fg.testing.compare_tf_checkpoint(prefix, opt.init(PARAMS), opt, extras=extras)
+        assert report["counter"] == report["rate"] == 0.0
+
+
+def test_64_bit_values_into_jax_templates(tmp_path) -> None:
+    """A JAX template reads a JAX array; one of a 64-bit dtype needs jax_enable_x64, and
+    without it the error names it and the NumPy template that needs none."""
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    extras = {"counter": np.int64(2**40), "rate": np.float64(0.1)}
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), opt.init(PARAMS), opt, extras=extras)
+    with jax.enable_x64(True):
+        templates = {"counter": jnp.int64(0), "rate": jnp.float64(0)}
+        _, _, restored = fg.train.restore_tf_checkpoint(
+            prefix, opt.init(PARAMS), opt, extras=templates
+        )
+        assert isinstance(restored["counter"], jax.Array)
+        assert int(restored["counter"]) == 2**40 and float(restored["rate"]) == 0.1
+    _restore_fails(
+        ValueError,
+        r"'counter' is int64\[\] in the checkpoint, int32\[\] in the state; 'rate' is "
+        r"float64\[\] in the checkpoint, float32\[\].*JAX holds no int64 or float64 while "
+        r"jax_enable_x64 is off: pass NumPy templates \(np.int64\(0\)\) in extras, or call "
+        r"jax.config.update\(\"jax_enable_x64\", True\)",
+        prefix, opt.init(PARAMS), opt, extras={"counter": jnp.int32(0), "rate": jnp.float32(0)},
+    )  # fmt: skip
+
+
 def test_two_leaves_with_one_name_are_refused(tmp_path) -> None:
     opt = fg.train.GradientDescentOptimizer(0.1)
     params = {"layer1": {"bias": jnp.zeros(2)}, "layer1/bias": jnp.ones(2)}
@@ -517,6 +576,8 @@ def test_composition_errors(momentum_ckpt, tmp_path) -> None:
         str(tmp_path / "j"), state, opt, global_step_dtype=jnp.int32
     )
     assert _tf_bundle.BundleReader(prefix).read("global_step").dtype == np.int32
+    with pytest.raises(ValueError, match=r"'n' is 2361\d+, beyond int64.*pass it as a NumPy"):
+        fg.train.save_tf_checkpoint(str(tmp_path / "e"), state, opt, extras={"n": 2**71})
     with pytest.raises(ValueError, match=r"'W' and 'W' share the TensorFlow name 'W'"):
         fg.train.save_tf_checkpoint(str(tmp_path / "e"), state, opt, extras={"W": jnp.zeros(1)})
     outer = fg.train.LossScaleOptimizer(fg.train.Optimizer(optax.sgd(0.1)))

@@ -282,7 +282,7 @@ def test_a_first_save_killed_between_its_renames_is_no_checkpoint(tmp_path) -> N
     prefix = str(tmp_path / "model.ckpt")
     done = _python(_CRASH, prefix, "1")
     assert done.returncode == 3, done.stderr[-3000:]
-    assert [re.sub("[0-9a-f]{32}$", "*", n) for n in _files(tmp_path)] == [
+    assert [re.sub(r"[0-9a-f]{32}-\d+-[0-9a-f]{8}$", "*", n) for n in _files(tmp_path)] == [
         "model.ckpt" + DATA,
         "model.ckpt.index.tempstate*",
     ]
@@ -311,6 +311,90 @@ def test_a_save_killed_while_writing_leaves_the_old_and_its_temporary_is_removed
     np.testing.assert_array_equal(_restored(prefix), 1.0)
     _save_again_leaves_only_the_checkpoint(prefix, tuple(foreign))
     assert all((tmp_path / name).exists() for name in foreign)
+
+
+# Orphans of other prefixes: a save removes the temporary files of any prefix in its
+# directory whose writer is dead (its pid gone from this host), and keeps a live writer's.
+_STUCK = """
+import os, sys, time
+import jax.numpy as jnp
+import funcgrad as fg
+
+def stuck(fd):  # the data file is written under its temporary name; flushing it waits
+    print("writing", flush=True)
+    time.sleep(600)
+
+os.fsync = stuck
+opt = fg.train.GradientDescentOptimizer(0.1)
+fg.train.save_tf_checkpoint(sys.argv[1], opt.init({"W": jnp.full(1000, 2.0, jnp.float32)}), opt)
+"""
+
+
+def _stuck_writer(prefix: str) -> subprocess.Popen:
+    """A save of ``prefix`` in a subprocess, stopped with its data file written."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    return subprocess.Popen(
+        [sys.executable, "-c", _STUCK, prefix], env=env, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _temporary(directory: Path) -> list[str]:
+    return [n for n in _files(directory) if "tempstate" in n]
+
+
+def test_a_save_removes_what_killed_saves_of_other_prefixes_left(tmp_path) -> None:
+    live, killed = (_stuck_writer(str(tmp_path / f"model.ckpt-{i}")) for i in (1, 2))
+    try:
+        for child in (live, killed):
+            assert child.stdout is not None and child.stdout.readline() == "writing\n"
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        assert [n.split(".tempstate")[0] for n in _temporary(tmp_path)] == [
+            "model.ckpt-1" + DATA,
+            "model.ckpt-2" + DATA,
+        ]
+        fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt-3"), _state(3.0), OPT)
+        left = _temporary(tmp_path)  # the live writer's only
+        assert len(left) == 1 and re.fullmatch(
+            rf"model.ckpt-1{DATA}\.tempstate\w{{32}}-{live.pid}-\w{{8}}", left[0]
+        )
+    finally:
+        for child in (live, killed):
+            child.kill()
+            child.wait(timeout=60)
+            assert child.stdout is not None
+            child.stdout.close()
+    fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt-4"), _state(4.0), OPT)
+    assert _files(tmp_path) == [
+        "checkpoint",
+        "model.ckpt-3" + DATA,
+        "model.ckpt-3.index",
+        "model.ckpt-4" + DATA,
+        "model.ckpt-4.index",
+    ]
+    np.testing.assert_array_equal(_restored(str(tmp_path / "model.ckpt-3")), 3.0)
+
+
+def test_only_provably_dead_writers_files_of_other_prefixes_are_removed(tmp_path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait(timeout=60)
+    here = _tf_files._HOST
+    elsewhere = f"{int(here, 16) ^ 1:08x}"
+    dead = [  # this host's, of a pid no process has now: of a data file, a checkpoint file
+        f"other.ckpt{DATA}.tempstate{'2' * 32}-{gone.pid}-{here}",
+        f"checkpoint.tempstate{'3' * 32}-{gone.pid}-{here}",
+    ]
+    kept = [
+        f"other.ckpt.index.tempstate{'0' * 32}-{gone.pid}-{elsewhere}",  # another host's
+        f"other.ckpt.index.tempstate{'0' * 32}",  # named before pids were: no owner known
+        f"other.ckpt.index.tempstate{'1' * 32}-{os.getpid()}-{here}",  # this process's
+        f"other.ckpt.index.tempstate{'4' * 32}-{os.getppid()}-{here}",  # a live one's
+        f"other.ckpt.index.tempstate{'5' * 32}-{'9' * 30}-{here}",  # no pid
+    ]
+    for name in dead + kept:
+        (tmp_path / name).write_bytes(b"")
+    fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt"), _state(1.0), OPT)
+    assert _temporary(tmp_path) == sorted(kept)
 
 
 # SIGKILL at arbitrary instants: a subprocess saves W = 1, 2, 3, ... (4 MB each) to one

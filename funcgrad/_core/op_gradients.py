@@ -52,6 +52,7 @@ def with_gradients(
     f: Callable[..., Any],
     gradients: Mapping[str, tuple[str, GradientFunction]],
     *,
+    caller: str,
     prefix: str,
     transparent: bool = False,
     on_trace: Callable[[set[str]], None] | None = None,
@@ -60,7 +61,8 @@ def with_gradients(
 
     Each matched equation becomes a ``custom_vjp`` named ``prefix`` + its name, made
     ``transparent`` to later overrides if asked (``_rewrite.with_rule``); ``on_trace``
-    gets the names matched, each time ``f`` is traced.
+    gets the names matched, each time ``f`` is traced.  Forward mode through them is
+    refused with the fix, in the words of ``caller``.
     """
     rules = {name: _rule(op_type, fn) for name, (op_type, fn) in gradients.items()}
 
@@ -90,7 +92,8 @@ def with_gradients(
         rewriter = _rewrite.Rewriter(
             lambda eqn: _rewrite.key(eqn) in rules, replace, see_through=True
         )
-        outs = rewriter.evaluate(closed.jaxpr, closed.consts, *values)
+        with _rewrite.reverse_mode_only(caller):
+            outs = rewriter.evaluate(closed.jaxpr, closed.consts, *values)
         if on_trace is not None:
             on_trace(matched)
         return jax.tree.unflatten(out_tree[-1], outs)

@@ -60,9 +60,11 @@ without a ``custom_vjp`` since no cotangent can reach them, but still count as m
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
@@ -255,6 +257,27 @@ def custom_op(
 
     op.defvjp(forward, _Backward(op, backward, transparent, keep_outputs))
     return op
+
+
+@contextlib.contextmanager
+def reverse_mode_only(subject: str) -> Iterator[None]:
+    """JAX's refusal of forward mode through a ``custom_vjp`` made inside, with the fix.
+
+    Forward mode reaches the ``custom_vjp`` while ``subject`` runs when it is called
+    under ``jax.jvp`` (``jax.jacfwd``, ``jax.hessian``'s outer pass) and not inside a
+    ``jax.jit`` of its own; there JAX refuses at compile time, with its own words.
+    """
+    try:
+        yield
+    except TypeError as e:
+        if "can't apply forward-mode autodiff" not in str(e):
+            raise
+        raise TypeError(
+            f"{subject}: its gradient is a vector-Jacobian product (a jax.custom_vjp), "
+            "which forward-mode differentiation (jax.jvp, jax.jacfwd, jax.hessian) cannot "
+            "enter. Take second derivatives with fg.hessians or fg.hvp (reverse over "
+            "reverse) and Jacobians with jax.jacrev."
+        ) from None
 
 
 def is_transparent(eqn: core.JaxprEqn) -> bool:

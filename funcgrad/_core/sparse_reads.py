@@ -23,24 +23,40 @@ the jaxpr, as operand 0 of the equation):
 * ``dynamic_slice`` with ``slice_sizes == (1, *row)`` — ``E[i]`` for a traced scalar
   ``i`` (``tf.gather`` of a scalar id): one id, one row.
 
-What it follows: ``jit`` equations (``jnp.take`` is one) whose inputs include a table
-are inlined and searched; inside ``shard_map``, the ``pvary`` that marks a replicated
-table as varying before a gather is the table still (its reads' perturbations vary as
-their outputs do, so no cotangent is summed across devices).  Any other use of a
-table — a matmul, ``E.sum()``, a gather of columns (TensorFlow's ``tf.gather`` with
-``axis=1`` is dense too), a static slice
-``E[3]``, a cast, a use inside ``scan`` / ``cond`` / ``while`` / ``custom_jvp`` /
-``custom_vjp`` / ``checkpoint``, or the table returned as an output — makes that
-table's gradient dense, as TensorFlow sums an ``IndexedSlices`` with a dense gradient
-into a dense one.
+What it follows, as TensorFlow 1.x's control flow (``control_flow_v1``, what TF1
+programs ran) gives ``IndexedSlices``:
 
-How it differentiates: :func:`find` lists the reads; :meth:`SparseReads.evaluate`
-re-emits the jaxpr with each read's output ``y`` replaced by ``y + d`` for an extra
-input ``d`` (zeros of ``y``'s shape), and records each read's ids.  The caller
+* ``jit`` equations (``jnp.take`` is one) and ``checkpoint`` (``remat2``, re-emitted with
+  its ``policy``) holding a table: their reads are the function's;
+* ``scan`` (``lax.scan``, ``fori_loop`` with static bounds) taking a table as a
+  constant — ``tf.while_loop``: one row per id per iteration (duplicates kept), then one
+  row of zeros at id 0, the row TF1's ``IndexedSlices`` accumulator of a loop starts
+  with (so a sparse rule touches row 0 with a zero gradient, as TF1 does);
+* ``cond`` (``lax.cond`` / ``switch``) — ``tf.cond``: a branch that reads the table
+  gives its rows when taken and every row of the table with zeros when not (TF1's
+  ``Switch`` gradient); with static shapes, each branch pads the other branches'
+  slots with zero rows at ids already touched (a row of the taken branch, or 0 where
+  another branch's every-row slot touches all), which no sparse rule tells apart;
+* inside ``shard_map``, the ``pvary`` that marks a replicated table as varying before a
+  gather is the table still (its reads' perturbations vary as their outputs do, so no
+  cotangent is summed across devices).
+
+Any other use of a table — a matmul, ``E.sum()``, a gather of columns (TensorFlow's
+``tf.gather`` with ``axis=1`` is dense too), a static slice ``E[3]``, a cast, the table
+as a scan's carry or sequence, a use inside ``while`` (which JAX does not
+reverse-differentiate) / ``custom_jvp`` / ``custom_vjp``, or the table returned as an
+output — makes that table's gradient dense, as TensorFlow sums an ``IndexedSlices``
+with a dense gradient into a dense one.
+
+How it differentiates: :func:`find` lists the parts of each gradient (reads and rows
+of zeros); :meth:`SparseReads.evaluate` re-emits the jaxpr with each read's output ``y``
+replaced by ``y + d`` for an extra input ``d`` (zeros of ``y``'s shape, stacked over the
+iterations of the scans around it), and records each part's ids.  The caller
 differentiates with respect to the ``d``s instead of the tables: the cotangent of ``d``
 is the cotangent of the gather's output, so no table-sized gradient is ever built and
 a step costs the batch, not the table.  A read whose output does not reach the loss
-contributes no rows (as in TensorFlow, where its gather has no gradient path).
+contributes no rows (as in TensorFlow, where its gather has no gradient path), nor do
+the rows of zeros it alone brings.
 
 What it assumes: the number of ids is static (it is in every jaxpr).  Ids outside
 ``[0, V)`` cannot be checked inside ``jax.jit``; :func:`check_ids` raises for concrete
@@ -51,7 +67,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,78 +92,119 @@ class Read:
     """One whole-row read: which table, and the shape and dtype of what it reads."""
 
     table: int  # the input position of the table
-    shape: tuple[int, ...]  # of the read's output
+    shape: tuple[int, ...]  # of the read's output, in one iteration
     dtype: Any
     order: tuple[int, ...]  # the output's axes, batch axes first (row-major ids)
     vma: tuple[str, ...]  # the mesh axes the output varies over, inside shard_map
+    ids: int  # how many ids one iteration reads
+    id_dtype: Any
+    stack: tuple[int, ...] = ()  # the lengths of the scans around it, outermost first
 
     def zeros(self) -> Any:
-        """The perturbation of this read's output: zeros that vary as the output does."""
-        zeros = jnp.zeros(self.shape, self.dtype)
+        """The perturbation of this read's output, one per iteration: zeros that vary as
+        the output does."""
+        zeros = jnp.zeros(self.stack + self.shape, self.dtype)
         return lax.pcast(zeros, self.vma, to="varying") if self.vma else zeros
+
+
+@dataclasses.dataclass(frozen=True)
+class Zeros:
+    """Rows of zeros that TensorFlow 1.x's control flow adds to a table's gradient: a
+    ``while_loop``'s accumulator row (id 0), or, from a ``cond`` branch that reads the
+    table and is not taken, every row.  Present while one of its ``owners`` (the part
+    numbers of the reads that bring it) reaches the loss."""
+
+    table: int
+    rows: int  # 1 (a loop's row) or the table's length (a branch's rows)
+    owners: tuple[int, ...]
+    stack: tuple[int, ...] = ()
+
+
+#: One piece of a table's gradient, in evaluation order.
+Part = Read | Zeros
 
 
 @dataclasses.dataclass
 class SparseReads:
-    """The tables of a jaxpr read only through whole-row gathers, and their reads in order."""
+    """The tables of a jaxpr read only through whole-row gathers, and the parts of their
+    gradients (reads, and control flow's rows of zeros) in evaluation order."""
 
     closed: core.ClosedJaxpr
     tables: list[int]
-    reads: list[Read]
+    parts: list[Part]
+
+    @property
+    def reads(self) -> list[Read]:
+        """The reads in order: one perturbation each."""
+        return [p for p in self.parts if isinstance(p, Read)]
 
     def evaluate(
         self, args: Sequence[Any], deltas: Sequence[Any], emit: Emit
     ) -> tuple[list[Any], list[Any]]:
-        """The jaxpr's outputs with ``deltas[k]`` added to read ``k``'s output, and each
-        read's ids; every other equation is re-emitted by ``emit``."""
-        tables = {self.closed.jaxpr.invars[t]: t for t in self.tables}
-        ids: list[Any] = []
-        it = iter(deltas)
-
-        def on_read(eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
-            ids.append(_row_ids(eqn, invals))
-            return [_rewrite.bind_equation(eqn, invals)[0] + next(it)]
-
+        """The jaxpr's outputs with ``deltas[k]`` added to read ``k``'s output, and the
+        ids of each part; every other equation is re-emitted by ``emit``."""
         jaxpr = self.closed.jaxpr
-        outs = _run(jaxpr, self.closed.consts, list(args), tables, on_read, emit)
-        return outs, ids
+        tables = {jaxpr.invars[t]: t for t in self.tables}
+        return _run(jaxpr, self.closed.consts, list(args), tables, iter(deltas), emit)
 
     def slices(
         self, primals: Sequence[Any], ids: list[Any], cotangents: dict[int, Any]
     ) -> dict[int, IndexedSlices | None]:
         """One ``IndexedSlices`` per table from its reads' ``cotangents`` (by read number;
         a read left out does not reach the loss), ``None`` where no read does."""
+        number = _read_numbers(self.parts)
+        live = [
+            number[k] in cotangents
+            if isinstance(p, Read)
+            else any(number[o] in cotangents for o in p.owners)
+            for k, p in enumerate(self.parts)
+        ]
         out: dict[int, IndexedSlices | None] = {}
         for t in self.tables:
-            shape = tuple(primals[t].shape)
-            mine = [k for k, r in enumerate(self.reads) if r.table == t and k in cotangents]
-            if not mine:
+            mine = [k for k, p in enumerate(self.parts) if p.table == t and live[k]]
+            if not any(isinstance(self.parts[k], Read) for k in mine):
                 out[t] = None
                 continue
-            values = [
-                jnp.reshape(jnp.transpose(cotangents[k], self.reads[k].order), (-1, *shape[1:]))
-                for k in mine
-            ]
+            table = primals[t]
+            values = [self._values(k, cotangents.get(number[k]), table) for k in mine]
             dtype = functools.reduce(np.promote_types, [ids[k].dtype for k in mine])
-            indices = [ids[k].astype(dtype) for k in mine]  # lookups by ids of two dtypes
+            # lookups by ids of two dtypes
+            indices = [jnp.reshape(ids[k], (-1,)).astype(dtype) for k in mine]
             out[t] = IndexedSlices(
                 jnp.concatenate(values) if len(values) > 1 else values[0],
                 jnp.concatenate(indices) if len(indices) > 1 else indices[0],
-                shape,
+                tuple(table.shape),
             )
         return out
+
+    def _values(self, k: int, cotangent: Any, table: Any) -> Any:
+        """Part ``k``'s rows: its read's cotangent, iterations first, or zeros."""
+        part, row = self.parts[k], tuple(table.shape[1:])
+        if isinstance(part, Zeros):
+            return jnp.zeros((math.prod(part.stack) * part.rows, *row), table.dtype)
+        s = len(part.stack)
+        order = (*range(s), *(s + a for a in part.order))
+        return jnp.reshape(jnp.transpose(cotangent, order), (-1, *row))
+
+
+def _read_numbers(parts: Sequence[Part]) -> list[int]:
+    """For each part, its read number (a ``Zeros`` gets the next read's)."""
+    numbers, n = [], 0
+    for p in parts:
+        numbers.append(n)
+        n += isinstance(p, Read)
+    return numbers
 
 
 def find(closed: core.ClosedJaxpr, candidates: Sequence[int]) -> SparseReads:
     """The ``candidates`` (input positions) that ``closed`` reads only through whole-row
-    gathers, with the reads of those tables in evaluation order."""
+    gathers, with the parts of those tables' gradients in evaluation order."""
     jaxpr = closed.jaxpr
     tables = {jaxpr.invars[t]: t for t in candidates if jaxpr.invars[t].aval.ndim >= 1}
-    found: list[Read] = []
     dense: set[int] = set()
-    _scan(jaxpr, tables, found, dense)
-    sparse = [t for t in tables.values() if t not in dense]
-    return SparseReads(closed, sparse, [r for r in found if r.table in sparse])
+    _search(jaxpr, tables, (), [], dense)
+    sparse = {v: t for v, t in tables.items() if t not in dense}
+    return SparseReads(closed, list(sparse.values()), _parts(jaxpr, sparse))
 
 
 def check_all_ids(caller: str, grads: Sequence[Any], names: Sequence[str]) -> None:
@@ -180,9 +239,9 @@ def _uses(eqn: core.JaxprEqn, tables: dict[Any, int]) -> list[tuple[int, int]]:
     ]
 
 
-def _inner_tables(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> dict[Any, int]:
-    inner = eqn.params["jaxpr"].jaxpr
-    return {inner.invars[k]: t for k, t in uses}
+def _inner(jaxpr: core.Jaxpr, uses: list[tuple[int, int]], skip: int = 0) -> dict[Any, int]:
+    """The tables of a sub-jaxpr whose inputs are the equation's from position ``skip``."""
+    return {jaxpr.invars[k - skip]: t for k, t in uses}
 
 
 def _aliases(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> dict[Any, int]:
@@ -191,27 +250,97 @@ def _aliases(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> dict[Any, int]:
     return {eqn.outvars[k]: t for k, t in uses}
 
 
-def _scan(jaxpr: core.Jaxpr, tables: dict[Any, int], found: list[Read], dense: set[int]) -> None:
-    """Append the row reads of ``tables`` in ``jaxpr`` to ``found``; add to ``dense`` each
-    table used any other way."""
+def _called(eqn: core.JaxprEqn) -> core.Jaxpr:
+    """The jaxpr a ``jit`` or ``checkpoint`` equation calls."""
+    inner = eqn.params["jaxpr"]
+    return inner if isinstance(inner, core.Jaxpr) else inner.jaxpr
+
+
+def _followed(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> bool:
+    """Whether the reads inside ``eqn`` are found: a ``jit``, a ``checkpoint``, a ``cond``,
+    or a ``scan`` that takes the tables as constants (not as a carry or a sequence)."""
+    name = eqn.primitive.name
+    if name == "scan":
+        return all(k < eqn.params["num_consts"] for k, _ in uses)
+    return name in _CALLS or name in ("remat2", "cond")
+
+
+def _parts(jaxpr: core.Jaxpr, tables: dict[Any, int]) -> list[Part]:
+    """The parts of ``tables``' gradients in ``jaxpr`` (no table of which is dense)."""
+    parts: list[Part] = []
+    _search(jaxpr, tables, (), parts, set())
+    return parts
+
+
+def _search(
+    jaxpr: core.Jaxpr,
+    tables: dict[Any, int],
+    stack: tuple[int, ...],
+    parts: list[Part],
+    dense: set[int],
+) -> None:
+    """Append the parts of ``tables``' gradients in ``jaxpr`` (inside scans of lengths
+    ``stack``) to ``parts``; add to ``dense`` each table used any other way."""
     tables = dict(tables)
     for eqn in jaxpr.eqns:
         uses = _uses(eqn, tables)
+        name = eqn.primitive.name
         if not uses:
             continue
         if len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
-            out: Any = eqn.outvars[0].aval
-            vma = tuple(sorted(getattr(getattr(out, "manual_axis_type", None), "varying", ())))
-            found.append(Read(uses[0][1], tuple(out.shape), out.dtype, _batch_first(eqn), vma))
-        elif eqn.primitive.name == "pvary":
+            parts.append(_read(eqn, uses[0][1], stack))
+        elif name == "pvary":
             tables.update(_aliases(eqn, uses))
-        elif eqn.primitive.name in _CALLS:
-            _scan(eqn.params["jaxpr"].jaxpr, _inner_tables(eqn, uses), found, dense)
-        else:
+        elif not _followed(eqn, uses):
             dense.update(t for _, t in uses)
+        elif name == "scan":
+            start, body = len(parts), eqn.params["jaxpr"].jaxpr
+            _search(body, _inner(body, uses), (*stack, eqn.params["length"]), parts, dense)
+            parts.extend(_zeros(eqn, uses, parts, start, stack))
+        elif name == "cond":
+            for branch in eqn.params["branches"]:
+                start = len(parts)
+                _search(branch.jaxpr, _inner(branch.jaxpr, uses, 1), stack, parts, dense)
+                parts.extend(_zeros(eqn, uses, parts, start, stack))
+        else:
+            inner = _called(eqn)
+            _search(inner, _inner(inner, uses), stack, parts, dense)
     for v in jaxpr.outvars:
         if isinstance(v, core.Var) and v in tables:
             dense.add(tables[v])
+
+
+def _read(eqn: core.JaxprEqn, table: int, stack: tuple[int, ...]) -> Read:
+    out: Any = eqn.outvars[0].aval
+    indices: Any = eqn.invars[1].aval
+    vma = tuple(sorted(getattr(getattr(out, "manual_axis_type", None), "varying", ())))
+    ids = 1 if eqn.primitive.name == "dynamic_slice" else math.prod(indices.shape[:-1])
+    order = _batch_first(eqn)
+    return Read(table, tuple(out.shape), out.dtype, order, vma, ids, indices.dtype, stack)
+
+
+def _zeros(
+    eqn: core.JaxprEqn,
+    uses: list[tuple[int, int]],
+    parts: list[Part],
+    start: int,
+    stack: tuple[int, ...],
+) -> list[Zeros]:
+    """TensorFlow 1.x's rows of zeros for each table read in ``parts[start:]``, the
+    reads of a ``scan``'s body (a ``while_loop``'s accumulator row) or of a ``cond``'s
+    branch (the whole table, when the branch is not taken)."""
+    out = []
+    for k, t in uses:
+        owners = tuple(
+            j
+            for j in range(start, len(parts))
+            if isinstance(parts[j], Read) and parts[j].table == t
+        )
+        table: Any = eqn.invars[k].aval
+        if owners:
+            rows = 1 if eqn.primitive.name == "scan" else table.shape[0]
+            out.append(Zeros(t, rows, owners, stack))
+    return out
 
 
 def _is_row_read(eqn: core.JaxprEqn) -> bool:
@@ -241,38 +370,167 @@ def _run(
     consts: Sequence[Any],
     args: Sequence[Any],
     tables: dict[Any, int],
-    on_read: Emit,
+    deltas: Iterator[Any],
     emit: Emit,
-) -> list[Any]:
-    """``jaxpr`` at ``args``: row reads of ``tables`` by ``on_read``, ``jit`` equations
-    holding a table inlined, everything else by ``emit`` (the order of :func:`_scan`)."""
+) -> tuple[list[Any], list[Any]]:
+    """``jaxpr`` at ``args`` with the next of ``deltas`` added to each row read of
+    ``tables``, and the ids of each part (the order of :func:`_search`); equations
+    holding a table are followed, everything else is re-emitted by ``emit``."""
     env: dict[Any, Any] = dict(zip(jaxpr.constvars, consts, strict=True))
     env.update(zip(jaxpr.invars, args, strict=True))
     tables = dict(tables)
+    ids: list[Any] = []
     for eqn in jaxpr.eqns:
         invals = [_rewrite.read_atom(env, v) for v in eqn.invars]
         uses = _uses(eqn, tables)
         if not uses:
             outs = emit(eqn, invals)
         elif len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
-            outs = on_read(eqn, invals)
+            ids.append(_row_ids(eqn, invals))
+            outs = [_rewrite.bind_equation(eqn, invals)[0] + next(deltas)]
         elif eqn.primitive.name == "pvary":
             tables.update(_aliases(eqn, uses))
             outs = emit(eqn, invals)
-        else:  # a jit holding a table (``find`` left no other use)
-            inner = eqn.params["jaxpr"]
-            sub = _inner_tables(eqn, uses)
-            outs = _run(inner.jaxpr, inner.consts, invals, sub, on_read, emit)
+        else:  # ``find`` left no other use
+            follow = _FOLLOW.get(eqn.primitive.name, _run_call)
+            outs, got = follow(eqn, invals, uses, deltas, emit)
+            ids.extend(got)
         env.update(zip(eqn.outvars, outs, strict=True))
-    return [_rewrite.read_atom(env, v) for v in jaxpr.outvars]
+    return [_rewrite.read_atom(env, v) for v in jaxpr.outvars], ids
+
+
+#: ``follow(eqn, invals, uses, deltas, emit) -> (outputs, ids of its parts)``.
+Follow = Callable[
+    [core.JaxprEqn, list[Any], list[tuple[int, int]], Iterator[Any], Emit],
+    tuple[list[Any], list[Any]],
+]
+
+
+def _own(deltas: Iterator[Any], parts: list[Part]) -> list[Any]:
+    """The perturbations of the reads among ``parts``, taken from ``deltas``."""
+    return [next(deltas) for p in parts if isinstance(p, Read)]
+
+
+def _run_call(
+    eqn: core.JaxprEqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
+) -> tuple[list[Any], list[Any]]:
+    """A ``jit``, inlined."""
+    inner = eqn.params["jaxpr"]
+    return _run(inner.jaxpr, inner.consts, invals, _inner(inner.jaxpr, uses), deltas, emit)
+
+
+def _run_remat(
+    eqn: core.JaxprEqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
+) -> tuple[list[Any], list[Any]]:
+    """A ``checkpoint``, again with its ``policy``: the reads' ids are outputs too."""
+    inner = _called(eqn)
+    tables = _inner(inner, uses)
+    own = _own(deltas, _parts(inner, tables))
+
+    def fun(invals: list[Any], own: list[Any]) -> tuple[list[Any], list[Any]]:
+        return _run(inner, (), invals, tables, iter(own), emit)
+
+    p = eqn.params
+    remat = jax.checkpoint(fun, prevent_cse=p["prevent_cse"], policy=p["policy"])
+    return remat(invals, own)
+
+
+def _run_scan(
+    eqn: core.JaxprEqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
+) -> tuple[list[Any], list[Any]]:
+    """A ``scan`` whose body reads tables: one perturbation and one set of ids per
+    iteration (stacked), then each table's accumulator row (id 0)."""
+    p = eqn.params
+    body = p["jaxpr"]
+    tables = _inner(body.jaxpr, uses)
+    parts = _parts(body.jaxpr, tables)
+    n_consts, n_carry = p["num_consts"], p["num_carry"]
+    consts = invals[:n_consts]
+
+    def step(carry: list[Any], x: tuple[list[Any], list[Any]]) -> tuple[list[Any], Any]:
+        xs, own = x
+        args = [*consts, *carry, *xs]
+        outs, ids = _run(body.jaxpr, body.consts, args, tables, iter(own), emit)
+        return outs[:n_carry], (outs[n_carry:], ids)
+
+    carry, (ys, ids) = lax.scan(
+        step,
+        invals[n_consts : n_consts + n_carry],
+        (invals[n_consts + n_carry :], _own(deltas, parts)),
+        length=p["length"],
+        reverse=p["reverse"],
+        unroll=p["unroll"],
+        _split_transpose=p.get("_split_transpose", False),
+    )
+    rows = [jnp.zeros((1,), jnp.int32) for _ in _zeros(eqn, uses, parts, 0, ())]
+    return [*carry, *ys], [*ids, *rows]
+
+
+def _run_cond(
+    eqn: core.JaxprEqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
+) -> tuple[list[Any], list[Any]]:
+    """A ``cond`` whose branches read tables.  Every branch gives the ids of every
+    branch's parts: its own; for another branch's reads, id 0 (their values are zero,
+    and that branch's rows of zeros touch every row); for its own rows of zeros, a row
+    its reads touch; for another branch's, every row."""
+    branches = eqn.params["branches"]
+    tables = [_inner(b.jaxpr, uses, 1) for b in branches]
+    parts = [_parts(b.jaxpr, t) for b, t in zip(branches, tables, strict=True)]
+    zeros = [_zeros(eqn, uses, ps, 0, ()) for ps in parts]
+    own = [_own(deltas, ps) for ps in parts]
+
+    def branch(b: int) -> Callable[..., tuple[list[Any], list[Any]]]:
+        def fun(operands: list[Any], own: list[list[Any]]) -> tuple[list[Any], list[Any]]:
+            closed = branches[b]
+            outs, ids = _run(closed.jaxpr, closed.consts, operands, tables[b], iter(own[b]), emit)
+            got: list[Any] = []
+            for c, (ps, zs) in enumerate(zip(parts, zeros, strict=True)):
+                if c == b:
+                    got += ids + [jnp.full(_shape(z), _touched(ps, ids, z.table)) for z in zs]
+                else:
+                    got += [jnp.zeros(_shape(q), _id_dtype(q)) for q in ps]
+                    got += [
+                        jnp.broadcast_to(jnp.arange(z.rows, dtype=jnp.int32), _shape(z)) for z in zs
+                    ]
+            return outs, got
+
+        return fun
+
+    return lax.switch(invals[0], [branch(b) for b in range(len(branches))], invals[1:], own)
+
+
+def _shape(part: Part) -> tuple[int, ...]:
+    """The shape of a part's ids."""
+    return (*part.stack, part.ids if isinstance(part, Read) else part.rows)
+
+
+def _id_dtype(part: Part) -> Any:
+    return part.id_dtype if isinstance(part, Read) else np.dtype(np.int32)
+
+
+def _touched(parts: list[Part], ids: list[Any], table: int) -> Any:
+    """An id of ``table`` that ``parts`` touch (their first), as int32; 0 when they
+    read no row."""
+    for p, i in zip(parts, ids, strict=True):
+        if p.table == table and i.size:
+            return jnp.reshape(i, (-1,))[0].astype(jnp.int32)
+    return jnp.zeros((), jnp.int32)
+
+
+_FOLLOW: dict[str, Follow] = {"remat2": _run_remat, "scan": _run_scan, "cond": _run_cond}
 
 
 def _row_ids(eqn: core.JaxprEqn, invals: list[Any]) -> Any:
-    """The row id of each row a read gathers, flattened in row-major order."""
+    """The row id of each row a read gathers, flattened in row-major order: clamped into
+    the table where the read clamps (``dynamic_slice``, a gather in ``CLIP`` mode), as
+    is the row it reads and the row ``jax.grad`` gives the gradient."""
+    operand: Any = eqn.invars[0].aval
+    rows = operand.shape[0]
     if eqn.primitive.name == "dynamic_slice":
-        return jnp.reshape(invals[1], (1,))
+        return jnp.clip(jnp.reshape(invals[1], (1,)), 0, rows - 1)
     position = eqn.params["dimension_numbers"].start_index_map.index(0)
-    return jnp.reshape(invals[1][..., position], (-1,))
+    ids = jnp.reshape(invals[1][..., position], (-1,))
+    return jnp.clip(ids, 0, rows - 1) if eqn.params["mode"] == lax.GatherScatterMode.CLIP else ids
 
 
 def _batch_first(eqn: core.JaxprEqn) -> tuple[int, ...]:

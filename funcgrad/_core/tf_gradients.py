@@ -240,10 +240,16 @@ def _leaky_relu_grad_grad(op: Op, grad: jax.Array) -> tuple[Any, ...]:
     return leaky_relu_grad(grad, x, alpha), jnp.zeros_like(x), None
 
 
-#: ``LeakyReluGrad(dy, x)``: ``x > 0 ? dy : dy * alpha``.
+def _attribute(alpha: Any, dtype: Any) -> Any:
+    """A TensorFlow ``float`` attribute as a kernel of ``dtype`` reads it: rounded to
+    float32 first (``static_cast<T>(alpha)``: ``0.2`` is ``0.20000000298...`` in float64)."""
+    return jnp.asarray(alpha, jnp.float32).astype(dtype)
+
+
+#: ``LeakyReluGrad(dy, x)``: ``x > 0 ? dy : dy * alpha``, ``alpha`` the float32 attribute.
 leaky_relu_grad = _op(
     "LeakyReluGrad",
-    lambda dy, x, alpha: _joined(jnp.where(x > 0, dy, dy * alpha), x),
+    lambda dy, x, alpha: _joined(jnp.where(x > 0, dy, dy * _attribute(alpha, dy.dtype)), x),
     _leaky_relu_grad_grad,
     kernel=True,
 )
@@ -565,13 +571,22 @@ def _clip_by_value(op: Op, grad: jax.Array) -> tuple[jax.Array, ...]:
     )
 
 
+def _is_call_of(op: Op, name: str) -> bool:
+    """Whether ``op`` is the call of the named JAX function ``name`` (``jax.nn.elu``'s ``jit``)."""
+    return op.params.get("name") == name and "jaxpr" in op.params
+
+
 def _elu(op: Op, grad: jax.Array) -> Sequence[Any]:
     """``_EluGrad`` (nn_grad.py); ``jax.nn.elu``'s ``alpha`` input (TensorFlow's is 1).
 
-    ``alpha`` gets the derivative of ``where(x > 0, x, alpha * expm1(x))``.
+    ``alpha`` gets the derivative of ``where(x > 0, x, alpha * expm1(x))``.  Only the call
+    of ``jax.nn.elu`` has that input: any other op is TensorFlow's one-input ``Elu``.
     """
-    x, *alpha = op.inputs
     y = op.outputs[0]
+    if not _is_call_of(op, "elu"):
+        _x(op, "Elu")
+        return [elu_grad(grad, y, 1.0)]
+    x, *alpha = op.inputs
     if not alpha:
         return [elu_grad(grad, y, 1.0)]
     (a,) = alpha
@@ -585,8 +600,15 @@ def _leaky_relu(op: Op, grad: jax.Array) -> Sequence[Any]:
     TensorFlow's ``alpha`` attribute is the call's second input, which gets the
     derivative of ``where(x >= 0, x, alpha * x)``; with the default slope the call has
     none, and ``alpha`` is read off its body.  An override's op (:func:`with_attributes`)
-    has it in ``op.params``, as TensorFlow's attribute, with no gradient.
+    has it in ``op.params``, as TensorFlow's attribute, with no gradient.  Any other op
+    has no ``alpha``: TensorFlow's ``op.get_attr("alpha")`` fails there too.
     """
+    if "alpha" not in op.params and not _is_call_of(op, "leaky_relu"):
+        raise ValueError(
+            f"the gradient 'LeakyRelu' for {op.type!r}: TensorFlow's LeakyRelu gradient "
+            f"reads the op's alpha attribute, which {op.type!r} does not have; map "
+            f"jax.nn.leaky_relu ('LeakyRelu') to it, or {op.type!r} to another gradient."
+        )
     if "alpha" in op.params or len(op.inputs) == 1:
         return [leaky_relu_grad(grad, _x(op, "LeakyRelu"), _leaky_relu_alpha(op))]
     x, alpha = _inputs(op, 2, "LeakyRelu", "features, alpha")

@@ -9,7 +9,8 @@ Every public name is importable from here (``fg.train.X``).  Where each concept 
   GAN's D and G), sharing one ``TrainState``.
 * ``names``: ``variable_names``.
 * ``moving_averages``: ``ExponentialMovingAverage``, TensorFlow's averages of the weights.
-* ``optimizers/``: the nine TF1 optimizers and the optax transformations that hold
+* ``optimizers/``: the TF1 optimizers, the base ``TF1Optimizer`` of a project's own
+  (BERT's ``AdamWeightDecayOptimizer`` is written on it), and the optax transformations that hold
   TensorFlow's update rules.
 * ``schedules/``: TensorFlow's learning-rate decays, and the learning rate held in the
   optimizer state (``scale_by_learning_rate``, ``set_learning_rate``).
@@ -34,17 +35,30 @@ from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers import AdadeltaOptimizer
 from funcgrad.train.optimizers import AdagradOptimizer
+from funcgrad.train.optimizers import AdaMaxOptimizer
 from funcgrad.train.optimizers import AdamOptimizer
+from funcgrad.train.optimizers import AdamWeightDecayOptimizer
+from funcgrad.train.optimizers import AddSignOptimizer
 from funcgrad.train.optimizers import FtrlOptimizer
 from funcgrad.train.optimizers import GradientDescentOptimizer
+from funcgrad.train.optimizers import LAMBOptimizer
+from funcgrad.train.optimizers import LARSOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
+from funcgrad.train.optimizers import NadamOptimizer
+from funcgrad.train.optimizers import PowerSignOptimizer
 from funcgrad.train.optimizers import ProximalAdagradOptimizer
 from funcgrad.train.optimizers import ProximalGradientDescentOptimizer
 from funcgrad.train.optimizers import RMSPropOptimizer
 from funcgrad.train.optimizers import ScaleByTfAdamState
+from funcgrad.train.optimizers import TF1Optimizer
+from funcgrad.train.optimizers import TF1OptimizerState
+from funcgrad.train.optimizers import TF1Step
 from funcgrad.train.optimizers import TfFtrlState
 from funcgrad.train.optimizers import TfProximalAdagradState
+from funcgrad.train.optimizers import get_cosine_decay_fn
+from funcgrad.train.optimizers import get_linear_decay_fn
+from funcgrad.train.optimizers import get_restart_decay_fn
 from funcgrad.train.optimizers import scale_by_tf_adam
 from funcgrad.train.optimizers import tf_ftrl
 from funcgrad.train.optimizers import tf_proximal_adagrad
@@ -75,26 +89,36 @@ from funcgrad.train.wrappers import skipped_steps
 
 __all__ = [
     "AccumulateGradientsState",
+    "AdaMaxOptimizer",
     "AdadeltaOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
+    "AdamWeightDecayOptimizer",
+    "AddSignOptimizer",
     "Checkpointer",
     "EmaState",
     "ExponentialMovingAverage",
     "FtrlOptimizer",
     "GradientDescentOptimizer",
     "InjectLearningRateState",
+    "LAMBOptimizer",
+    "LARSOptimizer",
     "LazyAdamOptimizer",
     "LossScaleOptimizer",
     "LossScaleState",
     "MomentumOptimizer",
+    "NadamOptimizer",
     "Optimizer",
     "OptimizerGroup",
+    "PowerSignOptimizer",
     "ProximalAdagradOptimizer",
     "ProximalGradientDescentOptimizer",
     "RMSPropOptimizer",
     "ScaleByTfAdamState",
     "SkippedSteps",
+    "TF1Optimizer",
+    "TF1OptimizerState",
+    "TF1Step",
     "TfFtrlState",
     "TfProximalAdagradState",
     "TrainState",
@@ -103,6 +127,9 @@ __all__ = [
     "cosine_decay_restarts",
     "data_parallel",
     "exponential_decay",
+    "get_cosine_decay_fn",
+    "get_linear_decay_fn",
+    "get_restart_decay_fn",
     "inverse_time_decay",
     "linear_cosine_decay",
     "minimize_in_microbatches",

@@ -21,15 +21,23 @@ variable by value.  It finds it by what cannot be copied wrongly:
 2. **By identity**: a plain pair (rebuilt, ``(clip(g), v)``) whose variable is exactly
    one variable object of ``state.params`` — any subset, any order.  This is what eager
    code and a step that computes and applies inside one ``jax.jit`` give.
-3. **By position, where the position can be checked**: any other plain pair — variable
+3. **By position, where shapes and dtypes prove it**: any other plain pair — variable
    ``None``, a copy, a NumPy array, a tracer of another ``jit`` argument, an array
    object at several leaves — only in the full list, one pair per variable in
-   ``compute_gradients``' order, its variable of its position's shape.  Two such pairs
-   whose variables have one shape and dtype could have been swapped unnoticed, so they
-   are refused (``None`` variables excepted: ``None`` states the order).
+   ``compute_gradients``' order, its variable of its position's shape and dtype (and,
+   when both are concrete, values).  A copy placed so whose shape and dtype another
+   pair placed by position shares (its variable a copy or ``None``) could have been
+   swapped unnoticed, so both are refused; ``None`` variables alone state the order.
 4. Anything else is an error that names each pair: one that matches no variable,
    several, a variable another pair already named, or a place it cannot be checked at.
    Ambiguity is never resolved by guessing.
+
+Before all this, a list whose pairs hold a variable of ``state.params`` where the
+gradient goes, and none where the variable goes, is refused: TensorFlow's roles swapped,
+``zip(variables, grads)`` (TensorFlow raises "Trying to update a Tensor").  A pair that
+holds variables in both places, ``(w, w)``, names its variable (a decay step).  The
+errors are short and name the docs section that states these rules (``docs/train.md``,
+"Filtered and reordered pairs").
 
 ``None`` gradients are skipped; when no pair carries a gradient, TensorFlow's
 ``"No gradients provided for any variable"`` error is raised — built by
@@ -54,6 +62,7 @@ _PAIRS_FIX = (
     "pass the list compute_gradients returns, or any subset of its pairs, e.g. "
     "[(g, v) for g, v in gvs if g is not None]"
 )
+_RULES = 'see "Filtered and reordered pairs" in docs/train.md'
 
 #: ``(index, name, count)``: a variable's index in flatten order, its name, and the
 #: number of variables of the parameters it belongs to.
@@ -164,6 +173,7 @@ def match(
     objects: dict[int, list[int]] = {}
     for i, v in enumerate(variables):
         objects.setdefault(id(v), []).append(i)
+    _refuse_swapped(caller, pairs, objects, names)
     owner: list[int | None] = [None] * len(variables)
     by_position: list[int] = []
     problems: list[str] = []
@@ -176,26 +186,45 @@ def match(
         if problem or j is None:
             problems.append(problem)
         elif owner[j] is not None:
-            problems.append(f"pairs {owner[j]} and {k} both name variable {names[j]!r}")
+            problems.append(
+                f"pairs {owner[j]} and {k} both name variable {names[j]!r} (sum their "
+                "gradients into one pair)"
+            )
         else:
             owner[j] = k
     problems += _swappable(pairs, by_position, variables, names)
     if problems:
+        traced = any(isinstance(p[1], jax.core.Tracer) for p in pairs)
+        where = " (under jax.jit, filter them inside the jitted function)" if traced else ""
         raise ValueError(
             f"{caller}: {len(pairs)} pairs for {len(variables)} variables {list(names)} match "
-            f"no variable one-to-one: {'; '.join(problems)}; a pair finds its variable by "
-            "the name compute_gradients' pairs carry (also through jax.jit) or by identity, "
-            "so pass the pairs compute_gradients returned for state.params (a subset in any "
-            "order), or the full list in its order, rebuilt with the arrays of state.params "
-            "or None as variables (None states the order) — under jax.jit, filter the pairs "
-            "inside the jitted function, since rebuilt pairs passed as an argument are new "
-            "tracers; sum two gradients of one variable into one pair."
+            f"no variable one-to-one: {'; '.join(problems)}; pass the pairs "
+            f"compute_gradients returned for state.params{where}, any subset in any order, "
+            f"or {_RULES}."
         )
     _check_matched(caller, pairs, owner, variables, names)
     return [
         None if k is None or pairs[k][0] is None else _cast(pairs[k][0], variables[j])
         for j, k in enumerate(owner)
     ]
+
+
+def _refuse_swapped(
+    caller: str, pairs: list[Any], objects: dict[int, list[int]], names: Sequence[str]
+) -> None:
+    """Raise if pairs hold a variable of ``state.params`` where the gradient goes and
+    none where the variable goes: ``zip(variables, grads)``."""
+    swapped = {
+        k: names[objects[id(p[0])][0]]
+        for k, p in enumerate(pairs)
+        if not isinstance(p, Pair) and id(p[0]) in objects and id(p[1]) not in objects
+    }
+    if swapped:
+        raise ValueError(
+            f"{caller}: pairs {list(swapped)} hold variables {list(swapped.values())} of "
+            "state.params where the gradient goes; write the pairs gradient first: "
+            "zip(grads, variables)."
+        )
 
 
 def _place(
@@ -214,7 +243,7 @@ def _place(
     variable, own = pair[1], variables[index]
     if found and index not in found:
         return None, f"pair {k} belongs to variable {name!r} but holds {names[found[0]]!r}"
-    if variable is not None and not found and not _same(variable, own):
+    if variable is not None and not found and not _holds(variable, own):
         return None, (
             f"pair {k}'s variable ({describe(variable)}) is not an array of state.params: "
             f"it belongs to variable {name!r} but does not hold its values (a pair of "
@@ -223,16 +252,14 @@ def _place(
     return index, ""
 
 
-def _same(copy: Any, variable: Any) -> bool:
-    """Whether ``copy`` holds ``variable``'s values; ``True`` where either is a tracer
-    (no values to compare)."""
+def _holds(copy: Any, variable: Any) -> bool:
+    """Whether ``copy`` has ``variable``'s shape and dtype, and its values where both
+    are concrete (a tracer has none to compare)."""
+    if jnp.shape(copy) != jnp.shape(variable) or jnp.result_type(copy) != jnp.result_type(variable):
+        return False
     if isinstance(copy, jax.core.Tracer) or isinstance(variable, jax.core.Tracer):
         return True
-    return (
-        jnp.shape(copy) == jnp.shape(variable)
-        and jnp.result_type(copy) == jnp.result_type(variable)
-        and bool(jnp.array_equal(copy, variable, equal_nan=True))
-    )
+    return bool(jnp.array_equal(copy, variable, equal_nan=True))
 
 
 def _cast(gradient: Any, variable: Any) -> Any:
@@ -257,8 +284,17 @@ def _position(
             f"pair {k}'s variable is the same array object as variables "
             f"{[names[j] for j in found]}, so it could be any of them"
         )
+    if n_pairs != len(variables) and pair[1] is None:
+        return None, f"pair {k}'s variable is None, which places a pair only in the full list"
     if n_pairs != len(variables):
         return None, f"pair {k}'s variable ({describe(pair[1])}) is not an array of state.params"
+    if pair[1] is not None and not _holds(pair[1], variables[k]):
+        swapped = is_array(pair[0]) and _holds(pair[0], variables[k])
+        return None, (
+            f"pair {k}'s variable ({describe(pair[1])}) is not a copy of {names[k]!r} "
+            f"({describe(variables[k])}), the variable at its position"
+            f"{' but its gradient is: write zip(grads, variables)' if swapped else ''}"
+        )
     return k, ""
 
 
@@ -266,17 +302,17 @@ def _swappable(
     pairs: list[Any], by_position: list[int], variables: Sequence[Any], names: Sequence[str]
 ) -> list[str]:
     """Pairs placed by position whose variables could have been swapped unnoticed:
-    variables of one shape and dtype (``None`` states the order, so it is never one)."""
+    variables of one shape and dtype, one of them a copy (``None`` alone states the
+    order)."""
     kinds: dict[tuple[tuple[int, ...], Any], list[int]] = {}
     for k in by_position:
-        if pairs[k][1] is not None:
-            kinds.setdefault((jnp.shape(variables[k]), jnp.result_type(variables[k])), []).append(k)
+        kinds.setdefault((jnp.shape(variables[k]), jnp.result_type(variables[k])), []).append(k)
     return [
         f"pairs {ks} are placed by position only (their variables are not the arrays of "
         f"state.params, nor carry a name), and variables {[names[k] for k in ks]} all are "
         f"{jnp.dtype(dtype).name}{list(shape)}, so a reordered list would go unnoticed"
         for (shape, dtype), ks in kinds.items()
-        if len(ks) > 1
+        if len(ks) > 1 and any(pairs[k][1] is not None for k in ks)
     ]
 
 
@@ -287,21 +323,19 @@ def _check_matched(
     variables: Sequence[Any],
     names: Sequence[str],
 ) -> None:
-    """Raise if a matched pair's gradient or variable is not of its variable's shape, or
-    if a gradient cannot be cast to its variable's dtype without losing its meaning (a
-    boolean gradient, or a complex one for a real variable)."""
+    """Raise if a matched pair's gradient is not of its variable's shape (its variable
+    is, once matched), or if a gradient cannot be cast to its variable's dtype without
+    losing its meaning (a boolean gradient, or a complex one for a real variable)."""
     matched = [(names[j], variables[j], pairs[k]) for j, k in enumerate(owner) if k is not None]
     shapes = [
-        f"{what} of {name!r} has shape {jnp.shape(x)}, the variable {jnp.shape(variable)}"
-        for name, variable, pair in matched
-        for what, x in zip(("the gradient", "the variable"), pair, strict=True)
-        if x is not None and jnp.shape(x) != jnp.shape(variable)
+        f"the gradient of {name!r} has shape {jnp.shape(g)}, the variable {jnp.shape(variable)}"
+        for name, variable, (g, _) in matched
+        if g is not None and jnp.shape(g) != jnp.shape(variable)
     ]
     if shapes:
         raise ValueError(
-            f"{caller}: {'; '.join(shapes)}; keep each gradient in its variable's shape and "
-            "a rebuilt full list in compute_gradients' order, or pass the pairs "
-            "compute_gradients returned (each finds its variable in any order)."
+            f"{caller}: {'; '.join(shapes)}; keep each gradient in its variable's shape, or "
+            f"pass the pairs compute_gradients returned (any subset, any order)."
         )
     dtypes = [
         f"the gradient of {name!r} is {jnp.result_type(g).name}, the variable "

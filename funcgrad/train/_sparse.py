@@ -18,10 +18,13 @@ finds which variable each state leaf belongs to with
 ``optax.tree_utils.tree_map_params`` — updated by the optimizer's sparse rule
 (``funcgrad.train.optimizers._sparse_rules``) and put back in place.
 
-Duplicates: :func:`sum_duplicates` sums them with a ``jnp.unique`` of static size (the
-number of ids), so the step compiles once for a batch shape.  Its padding slots, and
-every id outside ``[0, rows)``, carry the id ``rows``: gathering reads a clamped row
-(finite values, never used) and scattering with ``mode="drop"`` writes nothing.  So an
+Duplicates: a sparse rule gets the ``IndexedSlices`` as it is, as TF's
+``_apply_sparse_duplicate_indices`` does.  Most rules sum duplicates first, as TF's
+default does: :func:`sum_duplicates` sums them with a ``jnp.unique`` of static size (the
+number of ids), so the step compiles once for a batch shape.  GradientDescent's rule
+scatters them as they are (:func:`in_table`), as TF's does.  Padding slots, and every
+id outside ``[0, rows)``, carry the id ``rows``: gathering reads a clamped row (finite
+values, never used) and scattering with ``mode="drop"`` writes nothing.  So an
 id outside the table never writes into another row (JAX's own indexing wraps a
 negative id and clamps a large one); outside ``jax.jit`` such an id is an error first.
 
@@ -44,18 +47,21 @@ import optax
 
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train._variables import Flat
+from funcgrad.train.names import variable_names
 
 
 class Rows(NamedTuple):
-    """An ``IndexedSlices`` with its duplicates summed: one row of ``values`` per id of
-    ``indices`` (sorted); padding and out-of-range ids are ``rows``, the table's length."""
+    """The rows of an ``IndexedSlices`` gradient: one row of ``values`` per id of
+    ``indices``; padding and out-of-range ids are ``rows``, the table's length.  From
+    :func:`sum_duplicates`, the ids are unique and sorted."""
 
     values: jax.Array
     indices: jax.Array
 
 
-#: The sparse rule of one variable: ``(w, slots, rows) -> [new w, *new slots]``.
-LeafRule = Callable[[jax.Array, list[jax.Array], Rows], list[jax.Array]]
+#: The sparse rule of one variable: ``(w, slots, gradient, name) -> [new w, *new slots]``;
+#: ``name`` is the variable's (for a rule that reads it, as TF's ``var.op.name``).
+LeafRule = Callable[[jax.Array, list[jax.Array], IndexedSlices, str], list[jax.Array]]
 #: An optimizer's sparse rule: ``(its optax state, global_step) -> LeafRule``, both read
 #: before the step (the learning rate, Adam's beta powers).
 SparseRule = Callable[[Any, jax.Array], LeafRule]
@@ -64,12 +70,18 @@ SparseRule = Callable[[Any, jax.Array], LeafRule]
 DenseStep = Callable[[Flat, list[bool], list[Any], Any, jax.Array], tuple[list[Any], Any]]
 
 
+def in_table(slices: IndexedSlices) -> Rows:
+    """``slices``' rows as they are, duplicates kept; an id outside the table is ``rows``."""
+    rows = slices.dense_shape[0]
+    ids, values = (_replicated(jnp.asarray(x)) for x in (slices.indices, slices.values))
+    return Rows(values, jnp.where((ids >= 0) & (ids < rows), ids, rows).astype(jnp.int32))
+
+
 def sum_duplicates(slices: IndexedSlices) -> Rows:
     """``slices`` with the values of equal ids summed, in a static shape (TF's dedup)."""
     rows = slices.dense_shape[0]
-    ids, values = (_replicated(jnp.asarray(x)) for x in (slices.indices, slices.values))
+    values, ids = in_table(slices)
     n = ids.shape[0]
-    ids = jnp.where((ids >= 0) & (ids < rows), ids, rows).astype(jnp.int32)
     if n == 0:
         return Rows(values, ids)
     unique, inverse = jnp.unique(ids, size=n, fill_value=rows, return_inverse=True)
@@ -157,10 +169,11 @@ def apply(
         global_step,
     )
     leaf_rule = rule(slots, global_step)
+    names = variable_names(flat.params)
     updated = {}
     for j in (j for j, s in enumerate(sparse) if s):
         mine = [x for x, o in zip(leaves, owners, strict=True) if o == j]
-        out = leaf_rule(flat.variables[j], mine, sum_duplicates(grads[j]))
+        out = leaf_rule(flat.variables[j], mine, grads[j], names[j])
         new[j] = out[0]
         updated[j] = iter(out[1:])
     rest = iter(jax.tree.leaves(dense_slots))

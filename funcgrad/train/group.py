@@ -12,10 +12,20 @@ Here that is one ``TrainState``: the shared ``params``, one ``global_step``, and
 ``group["D"]`` is an :class:`~funcgrad.train.Optimizer` that finds its slots under
 ``"D"``; a step of it changes only the variables of its ``var_list``, its own slots and
 ``global_step``.
+
+``tf.estimator``'s wide & deep model trains otherwise: one train op,
+``tf.group(dnn_opt.minimize(loss, var_list=dnn_vars), linear_opt.minimize(loss,
+var_list=linear_vars))``, whose two minimizes differentiate one loss at the same
+values and whose ``global_step`` advances once.  ``group.minimize`` (and
+``group.compute_gradients`` / ``group.apply_gradients``) is that step: an
+:class:`~funcgrad.train.Optimizer` over every member's variables (:class:`_All`) whose
+apply hands each variable's gradient to the member that trains it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +37,8 @@ from funcgrad._types import PyTree
 from funcgrad.train import _habits
 from funcgrad.train._var_list import VarList
 from funcgrad.train._variables import Flat
+from funcgrad.train.names import variable_names
+from funcgrad.train.optimizer import GradsAndVars
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.state import TrainState
 
@@ -86,6 +98,43 @@ class _Member(Optimizer):
           ['a']
         """
         return self.group.init(params)
+
+
+class _All(Optimizer):
+    """Every member of an :class:`OptimizerGroup` as one optimizer: TensorFlow's one
+    train op of several ``minimize`` calls.  It differentiates the variables of every
+    member's ``var_list`` at once; its apply gives each member the gradients of its
+    variables (each from the same values) and advances ``global_step`` once."""
+
+    def __init__(self, group: OptimizerGroup) -> None:
+        self.group = group
+
+    def _caller(self, method: str) -> str:
+        return f"fg.train.OptimizerGroup.{method}"
+
+    def _trained(self, caller: str, params: PyTree) -> list[bool]:
+        masks = [m._trained(caller, params) for m in self.group._members.values()]
+        return [any(t) for t in zip(*masks, strict=True)]
+
+    def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
+        names = variable_names(state.params)
+        pairs = zip(names, grads, self._trained(caller, state.params), strict=True)
+        _checks.raise_collected(
+            caller,
+            [
+                f"a gradient for {n!r}, which no optimizer of the group trains"
+                for n, g, t in pairs
+                if g is not None and not t
+            ],
+            "drop those pairs, or add the variables to a var_list in the group",
+        )
+        step = state.global_step
+        for member in self.group._members.values():
+            mine = member._trained(caller, state.params)
+            own = [g if t else None for g, t in zip(grads, mine, strict=True)]
+            state = member._apply(f"{caller} ({member.name!r})", call, own, state)
+            state = state._replace(global_step=step)  # each member reads the step before it
+        return state._replace(global_step=step + 1)
 
 
 class OptimizerGroup(Mapping[str, Optimizer]):
@@ -151,6 +200,7 @@ class OptimizerGroup(Mapping[str, Optimizer]):
             TypeError,
         )
         self._members = members
+        self._all = _All(self)
 
     def __getitem__(self, name: str) -> Optimizer:
         if name not in self._members:
@@ -198,3 +248,109 @@ class OptimizerGroup(Mapping[str, Optimizer]):
         flat = Flat(params)
         slots = {name: m.init_slots(flat) for name, m in self._members.items()}
         return TrainState(params, slots, jnp.zeros([], jnp.int32))
+
+    def compute_gradients(
+        self, loss_fn: Callable[..., Any], params: PyTree, /, *args: Any, **options: Any
+    ) -> GradsAndVars | tuple[GradsAndVars, Any]:
+        """The ``(gradient, variable)`` pairs of every member's variables, from one
+        differentiation of ``loss_fn`` (as ``Optimizer.compute_gradients``, with every
+        member's ``var_list`` as the default).
+
+        Args:
+          loss_fn: ``loss_fn(params, *args, **kwargs)`` returns the loss.
+          params: the parameters (``state.params``).
+          *args: further arguments of ``loss_fn`` (the batch).
+          **options: ``var_list``, ``grad_loss``, ``has_aux`` and ``loss_fn``'s keyword
+            arguments, as ``Optimizer.compute_gradients`` takes them.
+
+        Returns:
+          A list of ``(gradient, variable)`` pairs; with ``has_aux``, ``(pairs, aux)``.
+
+        Raises:
+          ValueError: as ``Optimizer.compute_gradients``.
+
+        Example:
+          >>> group = fg.train.OptimizerGroup(
+          ...     a=(fg.train.GradientDescentOptimizer(0.1), ["x"]),
+          ...     b=(fg.train.AdagradOptimizer(0.1), ["y"]))
+          >>> params = {"x": jnp.float32(1.0), "y": jnp.float32(2.0), "z": jnp.float32(3.0)}
+          >>> [None if g is None else float(g)
+          ...  for g, _ in group.compute_gradients(lambda p: p["x"] * p["y"] * p["z"], params)]
+          [6.0, 3.0, None]
+        """
+        return self._all.compute_gradients(loss_fn, params, *args, **options)
+
+    def apply_gradients(
+        self, grads_and_vars: Iterable[tuple[Any, Any]], state: TrainState = _habits.NO_STATE, /
+    ) -> TrainState:
+        """TensorFlow's one train op of every member: each pair goes to the member whose
+        ``var_list`` holds its variable, every member applies its gradients (all
+        computed at the same values), and ``global_step`` advances once.
+
+        A variable in the ``var_list`` of two members gets both updates, in the group's
+        order (TensorFlow runs the two ops in no fixed order).  Each member reads
+        ``global_step`` as it was before the step.
+
+        Args:
+          grads_and_vars: ``(gradient, variable)`` pairs, as
+            :meth:`compute_gradients` returns them, or any subset of them.
+          state: the group's ``TrainState`` (``group.init(params)``).
+
+        Returns:
+          The new ``TrainState``.
+
+        Raises:
+          TypeError: as ``Optimizer.apply_gradients``.
+          ValueError: as ``Optimizer.apply_gradients``; a gradient of a variable no
+            member trains; a member given no gradient (TensorFlow's "No gradients
+            provided for any variable" of its ``minimize``).
+
+        Example:
+          >>> group = fg.train.OptimizerGroup(
+          ...     a=(fg.train.GradientDescentOptimizer(0.5), ["x"]),
+          ...     b=(fg.train.GradientDescentOptimizer(0.25), ["y"]))
+          >>> state = group.init({"x": jnp.float32(1.0), "y": jnp.float32(2.0)})
+          >>> gvs = group.compute_gradients(lambda p: p["x"] * p["y"], state.params)
+          >>> state = group.apply_gradients(gvs, state)
+          >>> float(state.params["x"]), float(state.params["y"]), int(state.global_step)
+          (0.0, 1.75, 1)
+        """
+        return self._all.apply_gradients(grads_and_vars, state)
+
+    def minimize(
+        self, loss_fn: Callable[..., Any], state: TrainState, /, *args: Any, **options: Any
+    ) -> tuple[TrainState, Any]:
+        """One step of every member on one loss: TensorFlow's ``tf.group(a.minimize(loss,
+        var_list=a_vars), b.minimize(loss, var_list=b_vars))`` with ``global_step``
+        given to one of them (``tf.estimator``'s ``DNNLinearCombinedClassifier``).
+
+        The loss is differentiated once, at the values before the step, for every
+        member's variables; then :meth:`apply_gradients`.  Stepping ``group[name]``
+        one after the other instead (a GAN's two losses) differentiates the second
+        loss at the values the first step left, and counts a step for each.
+
+        Args:
+          loss_fn: ``loss_fn(params, *args, **kwargs)`` returns the loss.
+          state: the group's ``TrainState``.
+          *args: further arguments of ``loss_fn`` (the batch).
+          **options: ``var_list``, ``grad_loss``, ``has_aux`` and ``loss_fn``'s keyword
+            arguments, as ``Optimizer.minimize`` takes them.
+
+        Returns:
+          ``(new_state, loss)`` (``(new_state, (loss, aux))`` with ``has_aux``): the loss
+          before the step.
+
+        Raises:
+          TypeError: as ``Optimizer.minimize``.
+          ValueError: as ``Optimizer.minimize`` and :meth:`apply_gradients`.
+
+        Example:
+          >>> group = fg.train.OptimizerGroup(
+          ...     linear=(fg.train.FtrlOptimizer(0.1), ["linear"]),
+          ...     dnn=(fg.train.AdagradOptimizer(0.1), ["dnn"]))
+          >>> state = group.init({"linear": jnp.ones(2), "dnn": jnp.ones(2)})
+          >>> state, loss = group.minimize(lambda p: jnp.sum(p["linear"] * p["dnn"]), state)
+          >>> float(loss), int(state.global_step)
+          (2.0, 1)
+        """
+        return self._all.minimize(loss_fn, state, *args, **options)

@@ -185,10 +185,12 @@ class ExponentialMovingAverage:
           ([0.0, 0.0], 0)
         """
         _float_leaves("fg.train.ExponentialMovingAverage.init(params)", params)
+        # New buffers, none shared with params or with each other: a donated state
+        # must not delete the parameters, nor hold one buffer twice.
         if not self.zero_debias:
-            return EmaState(jax.tree.map(jnp.asarray, params))
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        return EmaState(zeros, zeros, jnp.zeros([], jnp.int32))
+            return EmaState(jax.tree.map(jnp.array, params))
+        average, biased = (jax.tree.map(jnp.zeros_like, params) for _ in range(2))
+        return EmaState(average, biased, jnp.zeros([], jnp.int32))
 
     def apply(self, ema_state: EmaState, params: PyTree, step: Any = None) -> EmaState:
         r"""Move the averages toward ``params``: TensorFlow's ``ema.apply(var_list)``.

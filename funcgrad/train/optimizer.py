@@ -227,9 +227,11 @@ class Optimizer:
         through ``jax.jit``), and a rebuilt pair by identity — its variable is the very
         array object (or, inside ``jax.jit``, the very tracer) of ``state.params``.  A
         rebuilt full list in ``compute_gradients``' order also works by position, with
-        variables that are copies, NumPy arrays or ``None``, where no two of those
-        variables share a shape (``None`` states the order).  A pair that matches no
-        variable, or several, is an error.
+        variables that are copies, NumPy arrays or ``None``, where shapes and dtypes
+        prove the order (``None`` states it).  A pair that matches no variable, or
+        several, is an error, and so are pairs in TensorFlow's wrong order,
+        ``zip(variables, grads)``; docs/train.md, "Filtered and reordered pairs", has
+        the rules.
 
         A ``None`` gradient, or a variable with no pair, is skipped: that variable
         and its optimizer slots stay unchanged, as in TensorFlow.  Gradients are cast
@@ -252,9 +254,10 @@ class Optimizer:
             a gradient is boolean, or complex for a real variable;
             ``state`` is not a ``TrainState`` (the parameters, or TensorFlow's
             ``global_step``); a keyword argument.
-          ValueError: a pair matches no variable or an ambiguous one, a gradient has
-            the wrong shape, every gradient is ``None`` (TensorFlow's "No gradients
-            provided for any variable"), or ``state`` was made by another optimizer.
+          ValueError: a pair matches no variable or an ambiguous one, or holds a
+            variable where its gradient goes; a gradient has the wrong shape; every
+            gradient is ``None`` (TensorFlow's "No gradients provided for any
+            variable"); or ``state`` was made by another optimizer.
 
         Example:
           >>> opt = fg.train.GradientDescentOptimizer(0.5)

@@ -20,7 +20,11 @@ class TrainState(NamedTuple):
     Here they are one pytree of arrays, returned anew by every
     ``Optimizer.apply_gradients`` / ``minimize``; it passes through ``jax.jit``,
     ``jax.lax.scan`` and checkpointing like any other pytree.  Make one with
-    ``Optimizer.init(params)``.
+    ``Optimizer.init(params)``: its ``opt_state`` and ``global_step`` are new arrays,
+    none of them the optimizer's own constants, the parameters, or each other, so a
+    step may donate the state (``jax.jit(step, donate_argnums=0)``) and the optimizer
+    stays usable.  ``params`` are the arrays given to ``init``, which a donated step
+    deletes: keep your own copy if you need them again.
 
     Attributes:
       params: the parameters, any pytree; its floating-point leaves are the variables,

@@ -446,24 +446,38 @@ def _differentiable_ops(jaxpr) -> set[str]:
     return names
 
 
-def test_leaky_relu_float64_slope_is_the_functions(tf, run_tf1):
-    """TensorFlow's alpha is a float32 attribute: in float64 its slope is float32(0.2).
-    funcgrad's gradient keeps the slope of the function's own values, JAX's float64 0.2
-    (docs/conventions.md, "Rounding-level differences")."""
-    x = np.array([-2.0, -0.5, 3.0])
+@pytest.mark.parametrize("slope", [0.2, 0.01], ids=["alpha_0.2", "default_slope"])
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        pytest.param(fg.tensorflow_conventions, id="conventions"),
+        pytest.param(
+            lambda f: fg.gradient_override_map(f, {"LeakyRelu": "LeakyRelu"}), id="override"
+        ),
+    ],
+)
+def test_leaky_relu_float64_slope_is_tensorflows_float32_alpha(tf, run_tf1, slope, wrap):
+    """TensorFlow's alpha is a float32 attribute that its float64 kernel casts: the slope of
+    the gradient is float64(float32(0.2)) = 0.20000000298023224, and so is funcgrad's.  The
+    values stay the function's own (JAX's float64 slope)."""
+    x = np.array([-2.0, -0.5, 0.0, 3.0])
 
     def build():
         t = tf.constant(x, tf.float64)
-        return tf.compat.v1.gradients(tf.reduce_sum(tf.nn.leaky_relu(t, 0.2)), t)[0]
+        return tf.compat.v1.gradients(tf.reduce_sum(tf.nn.leaky_relu(t, slope)), t)[0]
 
     tf_grad = run_tf1(build)
-    assert tf_grad.tolist() == [float(np.float32(0.2))] * 2 + [1.0]
+    rounded = float(np.float32(slope))
+    assert rounded != slope and tf_grad.tolist() == [rounded] * 3 + [1.0]
+    leaky = (lambda v: jax.nn.leaky_relu(v, slope)) if slope != 0.01 else jax.nn.leaky_relu
     with jax.enable_x64(True):
-        f = fg.tensorflow_conventions(lambda v: jax.nn.leaky_relu(v, 0.2))
-        got = fg.gradients(lambda v: jnp.sum(f(v)), jnp.asarray(x, jnp.float64))
-        values = f(jnp.asarray(x, jnp.float64))
-    assert got.tolist() == [0.2, 0.2, 1.0]
-    assert values.tolist() == [-0.4, -0.1, 3.0]  # the slope of the values
+        f = wrap(leaky)
+        v = jnp.asarray(x, jnp.float64)
+        got = fg.gradients(lambda v: jnp.sum(f(v)), v)
+        values, expected_values = f(v), leaky(v)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, tf_grad)
+    np.testing.assert_array_equal(values, expected_values)
 
 
 @pytest.mark.parametrize("op", ["unsorted_segment_prod", "segment_prod"])

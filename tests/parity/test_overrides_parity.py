@@ -315,3 +315,93 @@ def test_leaky_relu_alpha_is_an_attribute(tf, run_tf1, target):
     grad = fg.gradients(lambda v: jnp.sum(f(v)), jnp.asarray(x))
     np.testing.assert_allclose(f(jnp.asarray(x)), tf_y, rtol=1e-6)
     np.testing.assert_allclose(grad, tf_grad, rtol=1e-6)
+
+
+# --- a gradient of the wrong arity: TensorFlow raises, so does funcgrad ------------------
+
+X_MAX, Y_MAX = np.array([1.0, 3.0, -2.0], np.float32), np.array([2.0, 2.0, 2.0], np.float32)
+
+
+def _tf_maximum_gradients(tf, run_tf1, name):
+    def build():
+        x, y = tf.constant(X_MAX), tf.constant(Y_MAX)
+        with tf.compat.v1.get_default_graph().gradient_override_map({"Maximum": name}):
+            z = tf.maximum(x, y)
+        dx, dy = tf.compat.v1.gradients(tf.reduce_sum(z), [x, y])
+        return dx, tf.constant(0.0) if dy is None else dy  # None as 0.0: a fetch cannot be None
+
+    return run_tf1(build)
+
+
+def _fg_maximum_gradients(name):
+    f = fg.gradient_override_map(jnp.maximum, {"Maximum": name})
+    return fg.gradients(lambda x, y: jnp.sum(f(x, y)), [jnp.asarray(X_MAX), jnp.asarray(Y_MAX)])
+
+
+@pytest.mark.parametrize(
+    ("target", "tf_error", "match"),
+    [
+        pytest.param(
+            "one",
+            r"(?s)Num gradients 1 generated for op.*Maximum.*do not match num inputs 2",
+            r"'Maximum'.*returned one cotangent for 2 inputs; return a list or tuple with one "
+            r"cotangent per input \(None for zero\)",
+            id="own_function_one_gradient",
+        ),
+        pytest.param(
+            "one_listed",
+            r"(?s)Num gradients 1 generated for op.*Maximum.*do not match num inputs 2",
+            r"'Maximum'.*returned 1 cotangents for 2 inputs; return a list or tuple",
+            id="own_function_list_of_one",
+        ),
+        pytest.param(
+            "Elu",
+            r"(?s)Num gradients 1 generated for op.*Maximum.*do not match num inputs 2",
+            r"TensorFlow's Elu gradient takes an op with 1 input\(s\) \(x\), but 'Maximum' has "
+            r"2; map 'Maximum' to a gradient for 2 input\(s\)",
+            id="Elu",
+        ),
+        pytest.param(
+            "LeakyRelu",
+            r"alpha",
+            r"LeakyRelu gradient reads the op's alpha attribute, which 'Maximum' does not have; "
+            r"map jax.nn.leaky_relu",
+            id="LeakyRelu",
+        ),
+        pytest.param(
+            "Floor",
+            r"(?s)Num gradients 1 generated for op.*Maximum.*do not match num inputs 2",
+            r"'Maximum'.*returned 1 cotangents for 2 inputs",
+            id="Floor",
+        ),
+    ],
+)
+def test_a_gradient_for_fewer_inputs_than_the_op_has_raises_as_in_tensorflow(
+    tf, run_tf1, target, tf_error, match
+):
+    """TensorFlow's _VerifyGeneratedGradients: one gradient per input of the op, or raise."""
+    if target in ("one", "one_listed"):
+        name = f"OneGradientParity{uuid.uuid4().hex}"
+        box = (lambda g: [g]) if target == "one_listed" else (lambda g: g)
+        tf.RegisterGradient(name)(lambda op, grad: box(grad))
+        fg.RegisterGradient(name)(lambda op, grad: box(grad))
+        target = name
+    with pytest.raises(ValueError, match=tf_error):
+        _tf_maximum_gradients(tf, run_tf1, target)
+    with pytest.raises(ValueError, match=match):
+        _fg_maximum_gradients(target)
+
+
+def test_identity_on_a_two_input_op_is_straight_through_to_the_first(tf, run_tf1):
+    """TensorFlow's own Identity gradient returns one gradient, which it refuses for the
+    two inputs of Maximum; funcgrad's built-in "Identity" is straight-through to the first
+    input with zeros elsewhere (docs/overrides.md): TensorFlow's numbers for the gradient
+    function written out, [grad, None]."""
+    with pytest.raises(ValueError, match=r"(?s)Num gradients 1 generated for op.*Maximum"):
+        _tf_maximum_gradients(tf, run_tf1, "Identity")
+    name = f"FirstInputParity{uuid.uuid4().hex}"
+    tf.RegisterGradient(name)(lambda op, grad: [grad, None])
+    tf_dx, tf_dy = _tf_maximum_gradients(tf, run_tf1, name)  # None for y: 0.0
+    dx, dy = _fg_maximum_gradients("Identity")
+    np.testing.assert_array_equal(dx, tf_dx)
+    np.testing.assert_array_equal(dy, np.zeros_like(Y_MAX) + tf_dy)

@@ -182,3 +182,47 @@ def test_a_partitioned_variable_restores_whole(tf, tmp_path) -> None:
     opt = fg.train.GradientDescentOptimizer(0.1)
     restored = fg.train.restore_tf_checkpoint(prefix, opt.init(_params()), opt)
     np.testing.assert_array_equal(restored.params["W"], whole)
+
+
+def test_extras_keep_int64_and_float64_both_ways(tf, tmp_path) -> None:
+    """TensorFlow's Saver restores the int64 and float64 variables funcgrad writes (it
+    restores only matching dtypes), and funcgrad reads TensorFlow's back: into NumPy
+    templates with jax_enable_x64 off, into JAX templates with it on."""
+    tf1 = tf.compat.v1
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    extras = {"counter": np.int64(2**40 + 3), "decay": np.float64(0.1), "epoch": 7, "rate": 0.5}
+    prefix = fg.train.save_tf_checkpoint(
+        str(tmp_path / "fg" / "m"), opt.init(_params()), opt, extras=extras
+    )
+    with tf.Graph().as_default():
+        _tf_model(tf, tf1.train.GradientDescentOptimizer(0.1))
+        graph = {
+            "counter": tf1.Variable(np.int64(0), name="counter"),
+            "decay": tf1.Variable(np.float64(0), name="decay"),
+            "epoch": tf1.Variable(0, name="epoch"),  # int32, as tf.Variable(7) makes it
+            "rate": tf1.Variable(0.0, name="rate"),  # float32
+        }
+        saver = tf1.train.Saver()
+        with tf1.Session() as sess:
+            saver.restore(sess, prefix)
+            restored_in_tf = sess.run(graph)
+            sess.run([graph["counter"].assign_add(1), graph["decay"].assign(graph["decay"] / 3)])
+            tf_prefix = saver.save(sess, str(tmp_path / "tf" / "m"))
+            tf_values = sess.run(graph)
+    dtypes = {"counter": np.int64, "decay": np.float64, "epoch": np.int32, "rate": np.float32}
+    for name, value in restored_in_tf.items():
+        assert (value.dtype, value) == (dtypes[name], dtypes[name](extras[name])), name
+    templates = {"counter": np.int64(0), "decay": np.float64(0), "epoch": 0, "rate": 0.0}
+    _, _, restored = fg.train.restore_tf_checkpoint(
+        tf_prefix, opt.init(_params()), opt, extras=templates
+    )
+    for name, value in tf_values.items():
+        assert (restored[name].dtype, restored[name]) == (value.dtype, value), name
+    fg.testing.compare_tf_checkpoint(tf_prefix, opt.init(_params()), opt, extras=restored)
+    with jax.enable_x64(True):
+        templates = {"counter": jnp.int64(0), "decay": jnp.float64(0)}
+        _, _, restored = fg.train.restore_tf_checkpoint(
+            tf_prefix, opt.init(_params()), opt, extras=templates
+        )
+        assert int(restored["counter"]) == 2**40 + 4
+        assert float(restored["decay"]) == tf_values["decay"]

@@ -13,8 +13,9 @@ one rename cannot swap both.  They are replaced so that whenever ``prefix.index`
 it belongs with the data file beside it, and whenever it does not, the pair it had
 before is complete under ``.previous`` names:
 
-1. the new files are written under temporary names (``<name>.tempstate<32 hex digits>``)
-   and fsynced;
+1. the new files are written under temporary names
+   (``<name>.tempstate<32 hex digits>-<pid>-<host>``: the writer's process id, and 8 hex
+   digits of a hash of its host name) and fsynced;
 2. the old data file is linked (copied where the file system has no hard links) to
    ``prefix.data-00000-of-00001.previous``, then the old index renamed to
    ``prefix.index.previous``: from here ``prefix.index`` is missing and the previous pair
@@ -25,18 +26,28 @@ before is complete under ``.previous`` names:
 A reader that finds no ``prefix.index`` but a ``prefix.index.previous`` reads the previous
 pair (:func:`index_of`), so a save killed at any instant leaves a prefix that restores to
 its old values or to its new ones, never a pair that fails its checksums.  A save first
-removes what earlier killed saves of the same prefix left (:func:`remove_leftovers`): its
+removes what earlier killed saves left (:func:`remove_leftovers`): of the same prefix, its
 temporary files (only names of the pattern above, a copy's ``.previous.tempstate...``
-included) and ``.previous`` files once ``prefix.index`` exists again.
+and those named before the pid and host were, ``<name>.tempstate<32 hex digits>``,
+included) and ``.previous`` files once ``prefix.index`` exists again; of any prefix in
+the directory (and of its ``checkpoint`` file), the temporary files whose writer is
+provably dead: written on this host by a process id that no process has now.  A live
+writer's files are never removed (its pid runs), nor another host's (its pids cannot be
+checked here), nor files of a pid that was reused (it runs): they wait for a later save.
 
 What it assumes: one process saves a given prefix at a time (as with TensorFlow's
-``Saver``); a rename within a directory is atomic (POSIX, and NTFS's ``MoveFileEx``).
+``Saver``); a rename within a directory is atomic (POSIX, and NTFS's ``MoveFileEx``);
+machines (and containers) that share a directory have host names of their own; a killed
+writer has been reaped by its parent (a zombie's pid still runs).  Outside POSIX, where a
+pid cannot be probed without side effects, no other prefix's file is removed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import socket
 import stat
 import uuid
 from collections.abc import Iterable
@@ -44,7 +55,11 @@ from io import FileIO
 from pathlib import Path
 
 PREVIOUS = ".previous"
-_TEMPORARY = r"\.tempstate[0-9a-f]{32}"
+#: This host, as temporary names carry it: 8 hex digits of a hash of its name.
+_HOST = hashlib.blake2s(socket.gethostname().encode(), digest_size=4).hexdigest()
+#: A temporary name's end: since the pid and host were added, and before.
+_TEMPORARY = r"\.tempstate[0-9a-f]{32}(?:-\d+-[0-9a-f]{8})?"
+_OWNED = re.compile(r".+\.tempstate[0-9a-f]{32}-(\d+)-([0-9a-f]{8})")
 _KINDS = {
     stat.S_IFDIR: "a directory",
     stat.S_IFIFO: "a FIFO",
@@ -103,7 +118,7 @@ def read_at(file: FileIO, offset: int, size: int, where: str) -> bytearray:
 
 def temporary(path: str, pieces: Iterable[bytes | memoryview]) -> str:
     """Write ``pieces`` to a fresh file beside ``path``, fsynced; return its name."""
-    temp = f"{path}.tempstate{uuid.uuid4().hex}"
+    temp = f"{path}.tempstate{uuid.uuid4().hex}-{os.getpid()}-{_HOST}"
     try:
         with open(temp, "wb") as f:
             for piece in pieces:
@@ -123,9 +138,24 @@ def index_of(index: str) -> str:
     return previous if not os.path.lexists(index) and os.path.lexists(previous) else index
 
 
+def _dead(pid: int, host: str) -> bool:
+    """Whether the writer ``pid`` of ``host`` is provably gone: it wrote on this host, and
+    no process there has its pid now (POSIX, where signal 0 probes without a signal)."""
+    if host != _HOST or pid == os.getpid() or os.name != "posix":
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # it runs, as another user; or no pid at all
+        return False
+    return False
+
+
 def remove_leftovers(index: str, data: str) -> None:
-    """Remove what killed saves of this pair left: temporary files, and the ``.previous``
-    pair when ``index`` exists (the save that made them completed)."""
+    """Remove what killed saves left: this pair's temporary files, and its ``.previous``
+    pair when ``index`` exists (the save that made them completed); and the temporary
+    files of any prefix in the directory whose writer is dead (:func:`_dead`)."""
     for path in (index, data):
         if os.path.isdir(path):
             raise CheckpointFormatError(
@@ -137,7 +167,10 @@ def remove_leftovers(index: str, data: str) -> None:
     pattern = re.compile(f"(?:{names})(?:{re.escape(PREVIOUS)})?{_TEMPORARY}")
     with os.scandir(directory) as entries:
         for entry in entries:
-            if pattern.fullmatch(entry.name):
+            owner = _OWNED.fullmatch(entry.name)
+            if pattern.fullmatch(entry.name) or (
+                owner and _dead(int(owner.group(1)), owner.group(2))
+            ):
                 Path(entry.path).unlink(missing_ok=True)
     if os.path.lexists(index):
         for path in (index, data):

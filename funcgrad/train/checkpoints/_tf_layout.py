@@ -52,6 +52,7 @@ from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
+from funcgrad.train.optimizers.base import TF1Optimizer
 from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer
@@ -78,6 +79,10 @@ class Kind(NamedTuple):
     base: str
     slots: tuple[_Slot, ...]
     non_slots: tuple[str, ...] = ()
+    #: A ``TF1Optimizer``'s: each slot's own base, and each non-slot's path in the
+    #: inner state (empty: every slot is ``base``, the non-slots are Adam's powers).
+    slot_bases: tuple[str, ...] = ()
+    non_slot_paths: tuple[tuple[int | str, ...], ...] = ()
 
 
 _ADAM = Kind("Adam", (((0, "mu"), 1), ((0, "nu"), 1)), ("beta1_power", "beta2_power"))
@@ -110,6 +115,8 @@ class Part(NamedTuple):
     kind: Kind
     at: tuple[int | str, ...]
     trained: list[bool]
+    #: Per variable, per slot: whether the variable has it (``None``: every slot).
+    present: list[list[bool]] | None = None
 
 
 class Item(NamedTuple):
@@ -157,7 +164,8 @@ def _unsupported(caller: str, optimizer: Any) -> TypeError:
     supported = ", ".join(sorted(kind.__name__ for kind in _KINDS))
     return TypeError(
         f"{caller}: the optimizer, a {type(optimizer).__name__}, has no TensorFlow 1.x "
-        f"names for its state; the supported optimizers are fg.train's {supported}, an "
+        f"names for its state; the supported optimizers are fg.train's {supported}, every "
+        "fg.train.TF1Optimizer subclass (AdamWeightDecayOptimizer, ...), an "
         "fg.train.OptimizerGroup of them and a LossScaleOptimizer over one of these — "
         "pass the one the TensorFlow run used, with its arguments."
     )
@@ -184,13 +192,34 @@ def _parts(
         members = [(optimizer, at, var_list)]
     parts = []
     for member, where, chosen in members:
+        trained = _var_list.select(caller, params, chosen)
+        if isinstance(member, TF1Optimizer):
+            parts.append(_tf1_part(member, where, trained, params))
+            continue
         if type(member) not in _KINDS:
             raise _unsupported(caller, member if scale is None else scale)
         kind = _KINDS[type(member)]
         if isinstance(member, RMSPropOptimizer) and member.hyperparameters["centered"]:
             kind = _RMSPROP_CENTERED
-        parts.append(Part(member, kind, where, _var_list.select(caller, params, chosen)))
+        parts.append(Part(member, kind, where, trained))
     return parts, scale
+
+
+def _tf1_part(
+    optimizer: TF1Optimizer, at: tuple[int | str, ...], trained: list[bool], params: PyTree
+) -> Part:
+    """The part of a ``TF1Optimizer``: the names it declares, read generically."""
+    per_var, non_slots = optimizer.tf_names(params)
+    keys = list(optimizer.slots)
+    kind = Kind(
+        "",
+        tuple((("slots", k), 1) for k in keys),
+        tuple(non_slots),
+        tuple(optimizer.slots[k] for k in keys),
+        tuple(("non_slots", n) for n in non_slots),
+    )
+    present = [[k in dict(mine) for k in keys] for mine in per_var]
+    return Part(optimizer, kind, at, trained, present)
 
 
 def _check_state(caller: str, state: Any, optimizer: Any) -> None:
@@ -234,7 +263,36 @@ def _check_extras(caller: str, extras: Any) -> dict[str, Any]:
             f"{caller}: extras must map TensorFlow names to arrays, got {extras!r}; pass "
             "e.g. extras={'learning_rate': jnp.float32(0.1)}."
         )
+    huge = [f"{k!r} is {v}" for k, v in extras.items() if _python_dtype(v) == np.dtype(object)]
+    if huge:
+        raise ValueError(
+            f"{caller}: in extras, {', '.join(huge)}, beyond int64, the widest integer of a "
+            "TensorFlow checkpoint; pass it as a NumPy array of the graph variable's dtype."
+        )
     return dict(extras)
+
+
+def _python_dtype(value: Any) -> np.dtype | None:
+    """The dtype ``tf.Variable(value)`` gives a Python number: bool, int32 (int64 beyond
+    it; ``object`` beyond that, which no checkpoint holds), float32, complex128;
+    ``None`` for anything else."""
+    if isinstance(value, bool):
+        return np.dtype(np.bool_)
+    if isinstance(value, int):
+        fits = [t for t in (np.int32, np.int64) if np.iinfo(t).min <= value <= np.iinfo(t).max]
+        return np.dtype(fits[0] if fits else object)
+    kinds = {float: np.float32, complex: np.complex128}
+    return np.dtype(kinds[type(value)]) if type(value) in kinds else None
+
+
+def _held(value: Any) -> Any:
+    """An extra as the checkpoint holds it: a JAX array as it is, a NumPy array or scalar
+    as a NumPy array of its own dtype (never through JAX, which without
+    ``jax_enable_x64`` turns int64 into int32), a Python number as ``tf.Variable`` makes
+    it (:func:`_python_dtype`)."""
+    if isinstance(value, jax.Array):
+        return value
+    return np.asarray(value, _python_dtype(value))
 
 
 def plan(
@@ -278,8 +336,10 @@ def plan(
         for i, v in enumerate(variables):
             name = names.get(v, v)
             for s in range(len(part.kind.slots)):
-                if name is not None and part.trained[i]:
-                    add(unique(f"{name}/{part.kind.base}"), "slot", p, s, i)
+                has = part.present is None or part.present[i][s]
+                if name is not None and part.trained[i] and has:
+                    base = part.kind.slot_bases[s] if part.kind.slot_bases else part.kind.base
+                    add(unique(f"{name}/{base}"), "slot", p, s, i)
         for n, base in enumerate(part.kind.non_slots):
             add(unique(base), "non_slot", p, n)
     add("global_step", "global_step")
@@ -425,6 +485,7 @@ def _read_all(
 ) -> dict[str, np.ndarray]:
     missing: list[str] = []
     wrong: list[str] = []
+    wide: list[str] = []  # dtypes JAX cannot hold now (jax_enable_x64 is off)
     out: dict[str, np.ndarray] = {}
     found = list(reader.entries)
     claimed = {name for name, _ in wanted}
@@ -441,11 +502,13 @@ def _read_all(
             ok = dtype is not None and dtype.kind in "iu" and entry.shape == ()
             want = "an integer scalar"
         else:
-            ok = dtype == np.dtype(jnp.result_type(like)) and entry.shape == np.shape(like)
-            want = _describe(jnp.result_type(like), np.shape(like))
+            ok = dtype == like.dtype and entry.shape == like.shape
+            want = _describe(like.dtype, like.shape)
         if not ok:
             got = _describe(dtype, entry.shape) if dtype else f"a tensor of type {entry.dtype}"
             wrong.append(f"{name!r} is {got} in the checkpoint, {want} in the state")
+            if dtype is not None and jax.dtypes.canonicalize_dtype(dtype) != dtype:
+                wide.append(dtype.name)
             continue
         out[name] = reader.read(name)
     problems = []
@@ -460,6 +523,13 @@ def _read_all(
         problems.append(
             f"{'; '.join(wrong)}; build the params with the shapes and dtypes the "
             "TensorFlow run saved (its Saver restores only those), then optimizer.init"
+        )
+    if wide:
+        names = " or ".join(dict.fromkeys(wide))
+        problems.append(
+            f"JAX holds no {names} while jax_enable_x64 is off: pass NumPy templates "
+            f'(np.{wide[0]}(0)) in extras, or call jax.config.update("jax_enable_x64", '
+            "True) before building the state"
         )
     if problems:
         raise ValueError(f"{caller}: {'; and '.join(problems)}.")
@@ -495,7 +565,13 @@ class View:
         return get(self.state.opt_state, self.parts[part].at).inner_state
 
     def value(self, item: Item) -> Any:
-        """The state's value of ``item``, as the checkpoint holds it (sign, dtype)."""
+        """The state's value of ``item``, as the checkpoint holds it (sign, dtype): an
+        extra as :func:`_held` says, the state's values as JAX holds them."""
+        if item.what == "extra":
+            return _held(self.extras[item.key])
+        return jnp.asarray(self._value(item))
+
+    def _value(self, item: Item) -> Any:
         if item.what == "variable":
             return self.flat.variables[item.leaf]
         if item.what == "slot":
@@ -503,12 +579,12 @@ class View:
             leaf = self.slots[item.part][item.number][0][self.flat.at[item.leaf]]
             return leaf if sign == 1 else -leaf
         if item.what == "non_slot":  # Adam's beta1_power, beta2_power, as the state holds them
-            return get(self.inner(item.part), (0, ("beta1_power", "beta2_power")[item.number]))
+            paths = self.parts[item.part].kind.non_slot_paths
+            path = paths[item.number] if paths else (0, ("beta1_power", "beta2_power")[item.number])
+            return get(self.inner(item.part), path)
         if item.what == "global_step":
             return self.state.global_step
         if item.what in ("loss_scale", "good_steps"):
             return getattr(self.state.opt_state, item.what)
-        if item.what == "average":
-            assert self.averages is not None
-            return self.averages.variables[item.leaf]
-        return self.extras[item.key]
+        assert self.averages is not None and item.what == "average"
+        return self.averages.variables[item.leaf]

@@ -158,7 +158,10 @@ def restore_tf_checkpoint(
         ``params`` or of part of it: each average is read as
         ``<its name>/ExponentialMovingAverage``).
       extras: other variables of the graph to read, TensorFlow name to a template array
-        of the dtype and shape saved (``{"learning_rate": jnp.float32(0)}``).
+        of the dtype and shape saved (``{"learning_rate": jnp.float32(0)}``).  A JAX
+        template reads a JAX array where it is; any other (a NumPy array or scalar, a
+        Python number, of the dtype ``save_tf_checkpoint`` gives it) a NumPy array, so
+        ``np.int64(0)`` reads an int64 counter whether ``jax_enable_x64`` is on or off.
 
     Returns:
       The restored ``TrainState``: params, slots, loss scale and ``global_step`` from
@@ -170,7 +173,8 @@ def restore_tf_checkpoint(
     Raises:
       FileNotFoundError: there is no checkpoint at ``path``.
       ValueError: names are missing, or have another dtype or shape (one message lists
-        them all, with close names the checkpoint has); the file is damaged or not a
+        them all, with close names the checkpoint has, and names ``jax_enable_x64`` when
+        the checkpoint's dtype is one JAX holds only with it); the file is damaged or not a
         checkpoint (every CRC32C is checked); Adam's powers do not come from the
         optimizer's betas; ``global_step`` exceeds int32; ``name_map`` names nothing;
         two values have one TensorFlow name (two leaves of ``params`` with one path
@@ -224,8 +228,11 @@ def restore_tf_checkpoint(
             scale = _place(value, view.value(item))
         elif item.what == "average":
             averages[item.leaf] = _place(value, averages[item.leaf])
-        else:
-            restored_extras[item.key] = _place(value, view.value(item))
+        else:  # an extra: a JAX array for a JAX template, else the NumPy array read
+            like = view.value(item)
+            restored_extras[item.key] = (
+                _place(value, like) if isinstance(like, jax.Array) else value
+            )
     opt_state = state.opt_state
     for p, part in enumerate(parts):
         inner = view.inner(p)
@@ -233,13 +240,17 @@ def restore_tf_checkpoint(
             part.kind.slots, slots[p], view.slots[p], strict=True
         ):
             inner = _tf_layout.put(inner, at, jax.tree.unflatten(treedef, leaves))
-        if ((p, 0) in powers) != ((p, 1) in powers):
+        if part.kind.non_slot_paths:  # a TF1Optimizer's non-slots: read as they are
+            for n, where in enumerate(part.kind.non_slot_paths):
+                if (p, n) in powers:
+                    inner = _tf_layout.put(inner, where, jnp.float32(powers[p, n]))
+        elif ((p, 0) in powers) != ((p, 1) in powers):
             pair = [i.key for i in items if i.what == "non_slot" and i.part == p]
             raise ValueError(
                 f"{caller}: name_map keeps one of {pair} (maps it to None) and reads the "
                 "other; Adam's step is the pair's, so map both to None or neither."
             )
-        if (p, 0) in powers:
+        elif (p, 0) in powers:
             betas = [part.optimizer.hyperparameters[k] for k in ("beta1", "beta2")]  # type: ignore[attr-defined]
             step = _adam_step(caller, [powers[p, 0], powers[p, 1]], betas, counts["global_step"])
             dtype = _tf_layout.get(inner, (0, "step")).dtype
@@ -326,7 +337,11 @@ def save_tf_checkpoint(
         :func:`restore_tf_checkpoint`; ``None`` as a value leaves that value out.
       ema_state: the moving averages to write as ``<name>/ExponentialMovingAverage``.
       extras: other variables of the graph, TensorFlow name to array
-        (``{"learning_rate": jnp.float32(0.1)}``), written as given.
+        (``{"learning_rate": jnp.float32(0.1)}``), written in their own dtype (a NumPy
+        int64 or float64 too, whether ``jax_enable_x64`` is on or off), a Python number
+        in the dtype ``tf.Variable(number)`` gives it: ``bool``, ``int32`` (``int64``
+        beyond it), ``float32``, ``complex128``.  The state's own values are written as
+        JAX holds them.
       global_step_dtype: ``np.int64`` (``tf.train.get_or_create_global_step``'s) or
         ``np.int32`` (a graph's ``tf.Variable(0)``): TensorFlow restores only the dtype
         its graph has.
@@ -342,9 +357,9 @@ def save_tf_checkpoint(
     Raises:
       ValueError: two values have one TensorFlow name, a name starts with NUL or is
         not UTF-8 text, ``path`` is a directory, ``global_step`` is negative,
-        ``global_step_dtype`` is not int32 or int64, or ``partitions`` names a tensor not
-        saved or more parts than its rows; as :func:`restore_tf_checkpoint` for
-        ``name_map``.
+        ``global_step_dtype`` is not int32 or int64, a Python int of ``extras`` is beyond
+        int64, or ``partitions`` names a tensor not saved or more parts than its rows; as
+        :func:`restore_tf_checkpoint` for ``name_map``.
       TypeError: a value's dtype has no TensorFlow dtype, or ``partitions`` is no mapping
         of names to ints; as :func:`restore_tf_checkpoint`.
 
@@ -379,7 +394,7 @@ def save_tf_checkpoint(
     view = View(state, parts, ema_state, extras)
     dtypes = {"global_step": step_dtype, "good_steps": np.dtype(np.int64)}
     tensors = {
-        item.name: np.asarray(jnp.asarray(view.value(item)), dtypes.get(item.what))
+        item.name: np.asarray(view.value(item), dtypes.get(item.what))
         for item in items
         if item.name is not None
     }

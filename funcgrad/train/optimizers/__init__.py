@@ -1,6 +1,12 @@
 r"""The TF1 optimizers (``tf.compat.v1.train.*Optimizer``) and the optax transformations
 that hold TensorFlow's update rules where optax's differ.
 
+* ``base``: ``TF1Optimizer``, the base of an optimizer written as a ``tf.train.Optimizer``
+  subclass (slots, non-slot variables, ``_apply_dense`` / ``_apply_sparse``).
+* ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``; ``albert``: ALBERT's
+  ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer``,
+  ``NadamOptimizer``, ``LARSOptimizer``, ``AddSignOptimizer``, ``PowerSignOptimizer`` and
+  the sign decays.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
 * ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
@@ -9,8 +15,25 @@ that hold TensorFlow's update rules where optax's differ.
   shared by the dense transformations and the sparse rules.
 """
 
+from funcgrad.train.optimizers import albert
+from funcgrad.train.optimizers import base
+from funcgrad.train.optimizers import bert
+from funcgrad.train.optimizers import contrib
 from funcgrad.train.optimizers import tf1
 from funcgrad.train.optimizers import transforms
+from funcgrad.train.optimizers.albert import LAMBOptimizer as LAMBOptimizer
+from funcgrad.train.optimizers.base import TF1Optimizer as TF1Optimizer
+from funcgrad.train.optimizers.base import TF1OptimizerState as TF1OptimizerState
+from funcgrad.train.optimizers.base import TF1Step as TF1Step
+from funcgrad.train.optimizers.bert import AdamWeightDecayOptimizer as AdamWeightDecayOptimizer
+from funcgrad.train.optimizers.contrib import AdaMaxOptimizer as AdaMaxOptimizer
+from funcgrad.train.optimizers.contrib import AddSignOptimizer as AddSignOptimizer
+from funcgrad.train.optimizers.contrib import LARSOptimizer as LARSOptimizer
+from funcgrad.train.optimizers.contrib import NadamOptimizer as NadamOptimizer
+from funcgrad.train.optimizers.contrib import PowerSignOptimizer as PowerSignOptimizer
+from funcgrad.train.optimizers.contrib import get_cosine_decay_fn as get_cosine_decay_fn
+from funcgrad.train.optimizers.contrib import get_linear_decay_fn as get_linear_decay_fn
+from funcgrad.train.optimizers.contrib import get_restart_decay_fn as get_restart_decay_fn
 from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer as AdadeltaOptimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer
@@ -33,4 +56,11 @@ from funcgrad.train.optimizers.transforms import (
     tf_proximal_gradient_descent as tf_proximal_gradient_descent,
 )
 
-__all__ = tf1.__all__ + transforms.__all__
+__all__ = (
+    albert.__all__
+    + base.__all__
+    + bert.__all__
+    + contrib.__all__
+    + tf1.__all__
+    + transforms.__all__
+)

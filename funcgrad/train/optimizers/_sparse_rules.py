@@ -5,8 +5,10 @@ Design note
 What it follows: each optimizer's ``_apply_sparse`` / ``_resource_apply_sparse`` in
 ``tensorflow/python/training/*.py`` (TF 2.21) and the ``SparseApply*`` kernels of
 ``tensorflow/core/kernels/training_ops.cc`` they call, on rows whose duplicate ids are
-already summed.  Every rule but Adam's changes only the touched rows of the variable and
-of its slots, and is written per row (:func:`rowwise`).  Adam's
+summed first (TF's ``_apply_sparse_duplicate_indices``) — but GradientDescent's, which
+scatters them as they are, as TF's ``_resource_apply_sparse_duplicate_indices`` does.
+Every rule but Adam's changes only the touched rows of the variable and of its slots,
+and is written per row (:func:`rowwise`).  Adam's
 ``_apply_sparse_shared`` decays all of ``m`` and ``v`` and then moves every row of the
 variable: it is dense in cost, as in TensorFlow; ``tf.contrib.opt.LazyAdamOptimizer``
 is the row-only form.  Where a sparse kernel orders its arithmetic differently from
@@ -29,11 +31,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train._sparse import LeafRule
-from funcgrad.train._sparse import Rows
 from funcgrad.train._sparse import SparseRule
 from funcgrad.train._sparse import gather
+from funcgrad.train._sparse import in_table
 from funcgrad.train._sparse import scatter
+from funcgrad.train._sparse import sum_duplicates
 from funcgrad.train.optimizers import _kernels
 from funcgrad.train.optimizers._float32 import widen
 
@@ -45,10 +49,13 @@ Array = jax.Array
 
 def rowwise(update: Callable[..., tuple[jax.Array, ...]], lr: jax.Array) -> LeafRule:
     """The :data:`~funcgrad.train._sparse.LeafRule` that applies
-    ``update(lr, w, g, *slots) -> (w, *slots)`` to the touched rows only: gathered,
-    computed in float32 or wider, scattered back."""
+    ``update(lr, w, g, *slots) -> (w, *slots)`` to the touched rows only, their
+    duplicates summed: gathered, computed in float32 or wider, scattered back."""
 
-    def leaf(w: jax.Array, slots: list[jax.Array], rows: Rows) -> list[jax.Array]:
+    def leaf(
+        w: jax.Array, slots: list[jax.Array], slices: IndexedSlices, name: str
+    ) -> list[jax.Array]:
+        rows = sum_duplicates(slices)
         tables = [w, *slots]
         got = [widen(gather(t, rows)) for t in tables]
         g = widen(rows.values).astype(got[0].dtype)
@@ -71,8 +78,18 @@ def with_rate(learning_rate: Any, rule: RateRule) -> SparseRule:
 
 
 def gradient_descent() -> RateRule:
-    """``var[i] -= lr * g``."""
-    return lambda _, lr: rowwise(lambda lr, w, g: (w - lr * g,), lr)
+    """``_resource_apply_sparse_duplicate_indices``: ``var[i] += -g * lr``, each row
+    scattered as it is (duplicates are not summed first)."""
+
+    def rule(_: Any, lr: Array) -> LeafRule:
+        def leaf(w: Array, slots: list[Array], slices: IndexedSlices, name: str) -> list[Array]:
+            values, ids = in_table(slices)
+            delta = -values * lr.astype(values.dtype)
+            return [w.at[ids].add(delta.astype(w.dtype), mode="drop")]
+
+        return leaf
+
+    return rule
 
 
 def momentum(mu: float, nesterov: bool) -> RateRule:
@@ -168,7 +185,8 @@ def adam(beta1: float, beta2: float, epsilon: float) -> RateRule:
     def rule(opt_state: Any, lr: Array) -> LeafRule:
         alpha = _adam_rate(opt_state, lr)
 
-        def leaf(w: Array, slots: list[Array], rows: Rows) -> list[Array]:
+        def leaf(w: Array, slots: list[Array], slices: IndexedSlices, name: str) -> list[Array]:
+            rows = sum_duplicates(slices)
             m, v = (widen(s) for s in slots)
             g = widen(rows.values).astype(m.dtype)
             add = {"mode": "drop", "indices_are_sorted": True}

@@ -114,7 +114,9 @@ def scale_by_tf_adam(
 
     def init_fn(params: PyTree) -> ScaleByTfAdamState:
         mu, nu = optax.tree.zeros_like(params), optax.tree.zeros_like(params)  # two buffers
-        return ScaleByTfAdamState(jnp.zeros([], jnp.int32), mu, nu, b1, b2)
+        # New arrays, never b1 / b2 themselves: a donated state would delete them.
+        powers = jnp.array(beta1, jnp.float32), jnp.array(beta2, jnp.float32)
+        return ScaleByTfAdamState(jnp.zeros([], jnp.int32), mu, nu, *powers)
 
     def update_fn(updates: PyTree, state: ScaleByTfAdamState, params: PyTree = None) -> Any:
         del params

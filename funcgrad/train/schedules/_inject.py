@@ -107,7 +107,7 @@ def inject_learning_rate(
 
     def init_fn(params: PyTree) -> InjectLearningRateState:
         if schedule is None:
-            rate = jnp.asarray(learning_rate, jnp.float32)
+            rate = jnp.array(learning_rate, jnp.float32)  # a copy: never the caller's array
             return InjectLearningRateState(rate, None, factory(rate).init(params))
         step = jnp.zeros([], jnp.int32)
         return InjectLearningRateState(None, step, factory(schedule(step)).init(params))

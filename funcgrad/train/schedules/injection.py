@@ -65,11 +65,11 @@ def _replace_rate(node: Any, learning_rate: float | jax.Array) -> Any | None:
     if _holds_schedule(node):
         return None
     if isinstance(node, InjectLearningRateState):
-        return node._replace(learning_rate=jnp.asarray(learning_rate, jnp.float32))
+        return node._replace(learning_rate=jnp.array(learning_rate, jnp.float32))
     rates = node.hyperparams
     if "learning_rate" not in rates:
         return None
-    rate = jnp.asarray(learning_rate, jnp.result_type(rates["learning_rate"]))
+    rate = jnp.array(learning_rate, jnp.result_type(rates["learning_rate"]))
     return node._replace(hyperparams={**rates, "learning_rate": rate})
 
 

@@ -105,9 +105,9 @@ def accumulate_gradients(
     inner = optax.with_extra_args_support(tx)
 
     def init_fn(params: PyTree) -> AccumulateGradientsState:
-        zero = jnp.zeros([], jnp.int32)
+        micro_step, applied_steps = (jnp.zeros([], jnp.int32) for _ in range(2))  # two buffers
         return AccumulateGradientsState(
-            zero, zero, jax.tree.map(jnp.zeros_like, params), inner.init(params)
+            micro_step, applied_steps, jax.tree.map(jnp.zeros_like, params), inner.init(params)
         )
 
     def update_fn(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+from jax.sharding import AxisType
 from jax.sharding import Mesh
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec
@@ -35,6 +36,19 @@ def _devices_along(caller: str, mesh: Mesh, axis_name: str) -> int:
             "axis_name= one of them, or build the mesh with jax.make_mesh((n,), ('data',))."
         )
     return mesh.shape[axis_name]
+
+
+def _compiler_chosen(mesh: Mesh) -> Mesh:
+    """``mesh`` with every axis ``Auto``: the compiler (GSPMD) shards what ``step`` computes.
+
+    ``jax.make_mesh`` gives ``Explicit`` axes, under which JAX types every value with its
+    sharding and refuses what it cannot resolve alone (a gather of a replicated table by
+    sharded ids, ``E[ids]``); a data-parallel step is unchanged single-device code, so
+    its inside is left to the compiler whatever the mesh's axis types.  The step runs
+    under this mesh as the abstract-mesh context, which overrides a ``jax.set_mesh``
+    of the user's ``Explicit`` mesh around the call.
+    """
+    return mesh.update(axis_types=(AxisType.Auto,) * len(mesh.axis_names))
 
 
 def _check_batch(caller: str, batch: tuple[Any, ...], n: int, axis_name: str) -> None:
@@ -59,12 +73,15 @@ def data_parallel(
     ``jax.jit`` of ``step``; XLA partitions the computation (GSPMD) and adds the
     all-reduce where ``step`` sums or averages over the batch.  Outputs come back
     replicated.  ``step`` is unchanged single-device code, e.g.
-    ``lambda s, x, y: opt.minimize(loss_fn, s, x, y)``.
+    ``lambda s, x, y: opt.minimize(loss_fn, s, x, y)``.  The mesh's axis types do not
+    matter: ``step`` runs with every axis ``Auto`` (the compiler chooses), also on the
+    ``Explicit`` axes ``jax.make_mesh`` gives by default, so that an embedding lookup
+    ``E[ids]`` of sharded ids works as on one device.
 
     Args:
       step: ``step(state, *batch)``, any pure function; ``batch`` arrays have the
         example axis first.
-      mesh: the devices, e.g. ``jax.make_mesh((8,), ("data",))``.
+      mesh: the devices, e.g. ``jax.make_mesh((8,), ("data",))``, of any axis types.
       axis_name: the mesh axis the batch is split along.
 
     Returns:
@@ -86,13 +103,15 @@ def data_parallel(
     """
     caller = "fg.train.data_parallel(step, mesh, axis_name)"
     n = _devices_along(caller, mesh, axis_name)
+    mesh = _compiler_chosen(mesh)
     replicated = NamedSharding(mesh, PartitionSpec())
     sharded = NamedSharding(mesh, PartitionSpec(axis_name))
     jitted = jax.jit(step, out_shardings=replicated)
 
     def run(state: Any, *batch: Any) -> Any:
         _check_batch(caller, batch, n, axis_name)
-        return jitted(jax.device_put(state, replicated), *jax.device_put(batch, sharded))
+        with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+            return jitted(jax.device_put(state, replicated), *jax.device_put(batch, sharded))
 
     return run
 
@@ -118,7 +137,7 @@ def shard_map_minimize(
       optimizer: any ``fg.train`` optimizer.
       loss_fn: ``loss_fn(params, *batch_shard)`` returns a scalar, the mean loss over
         the shard's examples.
-      mesh: the devices.
+      mesh: the devices, of any axis types (as :func:`data_parallel`).
       axis_name: the mesh axis the batch is split along.
 
     Returns:
@@ -139,6 +158,7 @@ def shard_map_minimize(
     """
     caller = "fg.train.shard_map_minimize(optimizer, loss_fn, mesh, axis_name)"
     n = _devices_along(caller, mesh, axis_name)
+    mesh = _compiler_chosen(mesh)
 
     def local_step(state: TrainState, *shard: Any) -> tuple[TrainState, jax.Array]:
         loss, grads = loss_and_grads(caller, loss_fn, state.params, shard, optimizer.var_list)
