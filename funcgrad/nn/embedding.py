@@ -135,7 +135,7 @@ def _read(shard: jax.Array, rows: jax.Array, mine: jax.Array) -> jax.Array:
     """``shard[rows]`` where ``mine``, zeros elsewhere, by one gather of whole rows whose
     other positions read a row that ``mine`` reads too (or one past the end if none)."""
     anchor = jnp.where(jnp.any(mine), rows[jnp.argmax(mine)], shard.shape[0])
-    read = jnp.take(shard, jnp.where(mine, rows, anchor), axis=0, mode="clip")
+    read = jnp.take(shard, jnp.where(mine, rows, anchor), axis=0, mode="fill", fill_value=0)
     return jnp.where(mine.reshape(mine.shape + (1,) * (read.ndim - 1)), read, 0)
 
 
