@@ -18,6 +18,8 @@ each private module opens with a design note):
 * ``diagnostics``: why a gradient is ``None``, traced to the lines that cut it.
 * ``testing``: ``fg.testing`` — TensorFlow's ``compute_gradient`` and
   ``check_gradients``, funcgrad's derivatives against central differences.
+* ``nn``: ``fg.nn`` — TensorFlow's embedding functions (``embedding_lookup`` over shards,
+  ``embedding_lookup_sparse``, ``nce_loss``, ``sampled_softmax_loss``, candidate samplers).
 * ``train``: the TF1 optimizer shim (its own ``__init__`` lists its modules).
 * ``_types``: the shared vocabulary — type aliases, the one ``Op`` record, the
   gradient-function protocol, ``UnconnectedGradients``, "is this an array leaf".
@@ -30,6 +32,7 @@ each private module opens with a design note):
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version
 
+from funcgrad import nn
 from funcgrad import testing
 from funcgrad import train
 from funcgrad.clip import clip_by_average_norm
@@ -95,6 +98,7 @@ __all__ = [
     "hessians",
     "hvp",
     "identity",
+    "nn",
     "nth_derivative",
     "py_func",
     "stop_gradient",

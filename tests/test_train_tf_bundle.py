@@ -340,9 +340,10 @@ def test_headers_refused(tmp_path, header: bytes, match: str) -> None:
     ("entry", "match"),
     [
         (tb.Entry(7, (2,), 0, 0, 8, 0, False), "non-numeric tensor"),
-        (tb.Entry(1, (2,), 0, 0, 0, 0, True), "partitioned variable"),  # slices: field 7
+        # a partitioned variable's entry (field 7) whose slices are missing
+        (tb.Entry(1, (2,), 0, 0, 0, 0, True), "its slices cover 0 of its 2 values"),
     ],
-    ids=["string", "partitioned"],
+    ids=["string", "partitioned_without_slices"],
 )
 def test_tensors_funcgrad_does_not_read(tmp_path, entry: tb.Entry, match: str) -> None:
     _index(str(tmp_path / "x"), _HEADER, {"s": entry})

@@ -27,10 +27,11 @@ How it streams: a reader reads one tensor per :meth:`BundleReader.read`, into a 
 :func:`write_bundle` takes a tensor or a function that makes it, and makes, checksums and
 writes each before the next.  CRC32C: ``_crc32c`` (the CPU's instruction).
 
-What it reads: any number of shards; every fixed-size numeric dtype and bool.  Refused
-with :class:`CheckpointFormatError`: big-endian bundles, string / variant / resource
-tensors, partitioned variables (stored as slices) and compressed index blocks (which
-TensorFlow never writes) — none of which a ``TrainState`` holds.
+What it reads: any number of shards; every fixed-size numeric dtype and bool; a
+partitioned variable's slices as one array (``_tf_slices``, which also writes them).
+Refused with :class:`CheckpointFormatError`: big-endian bundles, string / variant /
+resource tensors and compressed index blocks (which TensorFlow never writes) — none of
+which a ``TrainState`` holds.
 
 What it assumes of its input: nothing.  Only regular files are opened; an index over
 ``INDEX_LIMIT`` bytes is refused by its size, and of the rest only the footer, then the
@@ -65,6 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from funcgrad.train.checkpoints import _tf_files
+from funcgrad.train.checkpoints import _tf_slices
 from funcgrad.train.checkpoints._crc32c import crc32c
 from funcgrad.train.checkpoints._crc32c import mask
 from funcgrad.train.checkpoints._tf_files import CheckpointFormatError as CheckpointFormatError
@@ -402,8 +404,11 @@ class BundleReader:
             raise damaged(where, "the bundle header is missing")
         self.shards = _header(pairs[0][1], where)
         self.entries: dict[str, Entry] = {}
+        self.slices: dict[str, list[tuple[_tf_slices.Extents, Entry]]] = {}
         for key, value in pairs[1:]:
-            if key[:1] != b"\0":  # keys of a partitioned variable's slices start with 0
+            if key[:1] == b"\0":  # a slice of a partitioned variable
+                _tf_slices.add(self.slices, key, value, where)
+            else:
                 name = key.decode("utf-8", "replace")
                 self.entries[name] = _entry(value, f"{where} [{name!r}]")
 
@@ -417,12 +422,17 @@ class BundleReader:
     def read(self, name: str) -> np.ndarray:
         """The tensor ``name`` as an array, its CRC32C verified."""
         entry, where = self.entries[name], f"{self.index} [{name!r}]"
+        if entry.sliced:  # a partitioned variable: its slices make one array
+            return _tf_slices.assemble(self, name, entry.shape, where)
+        return self.read_entry(entry, where, name)
+
+    def read_entry(self, entry: Entry, where: str, name: str) -> np.ndarray:
+        """The data of ``entry`` (of the tensor ``name``), its CRC32C verified."""
         dtype = DTYPES.get(entry.dtype)
-        if entry.sliced or dtype is None:
+        if dtype is None:
             raise CheckpointFormatError(
-                f"{where}: a {'partitioned variable' if entry.sliced else 'non-numeric tensor'}"
-                ", which funcgrad does not read; re-save it from TensorFlow unpartitioned, "
-                "as a numeric tensor."
+                f"{where}: a non-numeric tensor, which funcgrad does not read; re-save it "
+                "from TensorFlow as a numeric tensor."
             )
         if entry.size != math.prod(entry.shape) * dtype.itemsize or entry.shard >= self.shards:
             raise damaged(where, "its index entry does not fit its shape or the shards")
@@ -469,31 +479,46 @@ def _little_endian(value: np.ndarray | Callable[[], np.ndarray]) -> np.ndarray:
     return np.asarray(array, array.dtype.newbyteorder("<"), order="C")
 
 
-def write_bundle(prefix: str, tensors: Mapping[str, np.ndarray | Callable[[], np.ndarray]]) -> None:
-    """Write ``tensors`` (numeric or bool arrays, by non-empty name) as one shard.
+def write_bundle(
+    prefix: str,
+    tensors: Mapping[str, np.ndarray | Callable[[], np.ndarray]],
+    partitions: Mapping[str, int] | None = None,
+) -> None:
+    """Write ``tensors`` (numeric or bool arrays, by non-empty name) as one shard; each
+    that ``partitions`` names in that many slices, as a partitioned variable.
 
     A value may be a function that returns the array: each is then made, checksummed and
     written before the next is made, so a state on a device is copied to the host one
-    tensor at a time."""
+    tensor at a time.  The data are written in the order of their keys, as TensorFlow's
+    writer does (a slice's key starts with NUL: before every name)."""
+    parts = dict(partitions or {})
     entries = [(b"", _put_int(1, 1) + _put_bytes(3, _put_int(1, 1)))]
+    sliced = sorted((n for n in tensors if n in parts), key=lambda n: _tf_slices.slice_key(n, ()))
 
     def pieces() -> Iterator[memoryview]:
         offset = 0
-        for name in sorted(tensors):
+        for name in sliced + sorted(n for n in tensors if n not in parts):
             array = _little_endian(tensors[name])
-            raw = array.reshape(-1).view(np.uint8)
-            crc = mask(crc32c(raw))
-            entry = Entry(_ENUMS[array.dtype], array.shape, 0, offset, raw.size, crc, False)
-            entries.append((name.encode(), entry.encode()))
-            offset += raw.size
-            yield raw.data
+            if name in parts:
+                full, items = _tf_slices.split(name, array, parts[name], _ENUMS[array.dtype])
+                entries.append((name.encode(), full))
+                items.sort(key=lambda item: item[0])
+            else:
+                items = [(name.encode(), array)]
+            for key, piece in items:
+                raw = np.ascontiguousarray(piece).reshape(-1).view(np.uint8)
+                crc = mask(crc32c(raw))
+                entry = Entry(_ENUMS[piece.dtype], piece.shape, 0, offset, raw.size, crc, False)
+                entries.append((key, entry.encode()))
+                offset += raw.size
+                yield raw.data
 
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     index, data = prefix + ".index", _data_path(prefix, 0, 1)
     _tf_files.remove_leftovers(index, data)
     new_data = _tf_files.temporary(data, pieces())
     try:
-        new_index = _tf_files.temporary(index, [_build_table(entries)])
+        new_index = _tf_files.temporary(index, [_build_table(sorted(entries))])
     except BaseException:
         Path(new_data).unlink()
         raise

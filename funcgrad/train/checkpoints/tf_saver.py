@@ -61,6 +61,7 @@ import numpy as np
 from funcgrad.train._var_list import VarList
 from funcgrad.train.checkpoints import _tf_bundle
 from funcgrad.train.checkpoints import _tf_layout
+from funcgrad.train.checkpoints import _tf_slices
 from funcgrad.train.checkpoints._tf_layout import Item
 from funcgrad.train.checkpoints._tf_layout import View
 from funcgrad.train.moving_averages import EmaState
@@ -317,6 +318,7 @@ def save_tf_checkpoint(
     ema_state: EmaState | None = None,
     extras: Mapping[str, Any] | None = None,
     global_step_dtype: Any = np.int64,
+    partitions: Mapping[str, int] | None = None,
 ) -> str:
     """Write ``state`` as a TensorFlow 1.x ``tf.train.Saver`` checkpoint at ``path``.
 
@@ -352,6 +354,11 @@ def save_tf_checkpoint(
       global_step_dtype: ``np.int64`` (``tf.train.get_or_create_global_step``'s) or
         ``np.int32`` (a graph's ``tf.Variable(0)``): TensorFlow restores only the dtype
         its graph has.
+      partitions: TensorFlow names of variables its graph makes with
+        ``tf.compat.v1.fixed_size_partitioner(n)``, to ``n``: each is written as its
+        ``n`` slices along the first axis, and so are its slots and moving average, as
+        a ``Saver`` writes a partitioned variable (:func:`restore_tf_checkpoint` reads
+        them back into one array either way).
 
     Returns:
       ``path``, as ``Saver.save`` returns it.
@@ -359,10 +366,11 @@ def save_tf_checkpoint(
     Raises:
       ValueError: two values have one TensorFlow name, a name starts with NUL or is
         not UTF-8 text, ``path`` is a directory, ``global_step`` is negative,
-        ``global_step_dtype`` is not int32 or int64, or a Python int of ``extras`` is
-        beyond int64; as :func:`restore_tf_checkpoint` for ``name_map``.
-      TypeError: a value's dtype has no TensorFlow dtype; as
-        :func:`restore_tf_checkpoint`.
+        ``global_step_dtype`` is not int32 or int64, a Python int of ``extras`` is beyond
+        int64, or ``partitions`` names a tensor not saved or more parts than its rows; as
+        :func:`restore_tf_checkpoint` for ``name_map``.
+      TypeError: a value's dtype has no TensorFlow dtype, or ``partitions`` is no mapping
+        of names to ints; as :func:`restore_tf_checkpoint`.
 
     Example:
       >>> import tempfile
@@ -410,8 +418,10 @@ def save_tf_checkpoint(
             f"{caller}: {', '.join(unstorable)}, which a TensorFlow checkpoint does not hold; "
             "nothing was written — cast the params to a float, integer or bool dtype."
         )
+    shapes = {name: np.shape(view.held(item)) for name, item in named.items()}
+    sliced = _tf_slices.expand(caller, partitions or {}, shapes)
     try:
-        _tf_bundle.write_bundle(prefix, tensors)
+        _tf_bundle.write_bundle(prefix, tensors, sliced)
         _tf_bundle.write_checkpoint_state(prefix)
     except _tf_bundle.CheckpointFormatError as error:  # a directory where a file goes
         raise _tf_bundle.CheckpointFormatError(f"{caller}: {error}") from None
