@@ -489,20 +489,18 @@ def write_bundle(
 
     A value may be a function that returns the array: each is then made, checksummed and
     written before the next is made, so a state on a device is copied to the host one
-    tensor at a time.  The data are written in the order of their keys, as TensorFlow's
-    writer does (a slice's key starts with NUL: before every name)."""
+    tensor at a time.  The data are written in the order of the names, a partitioned
+    tensor's slices in their order at its name's place, as TensorFlow's Saver writes them."""
     parts = dict(partitions or {})
     entries = [(b"", _put_int(1, 1) + _put_bytes(3, _put_int(1, 1)))]
-    sliced = sorted((n for n in tensors if n in parts), key=lambda n: _tf_slices.slice_key(n, ()))
 
     def pieces() -> Iterator[memoryview]:
         offset = 0
-        for name in sliced + sorted(n for n in tensors if n not in parts):
+        for name in sorted(tensors):
             array = _little_endian(tensors[name])
             if name in parts:
                 full, items = _tf_slices.split(name, array, parts[name], _ENUMS[array.dtype])
                 entries.append((name.encode(), full))
-                items.sort(key=lambda item: item[0])
             else:
                 items = [(name.encode(), array)]
             for key, piece in items:
