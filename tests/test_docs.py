@@ -20,6 +20,7 @@ PAGES = sorted(p for p in DOCS.glob("*.md") if p.name != "api.md")
 def _public_names() -> list[tuple[str, str]]:
     return (
         [("fg.", n) for n in fg.__all__]
+        + [("fg.nn.", n) for n in fg.nn.__all__]
         + [("fg.train.", n) for n in fg.train.__all__]
         + [("fg.testing.", n) for n in fg.testing.__all__]
     )
@@ -66,11 +67,11 @@ def test_nav_and_pages_match() -> None:
 
 def test_api_reference_covers_every_namespace() -> None:
     text = (DOCS / "api.md").read_text()
-    for namespace in ("funcgrad", "funcgrad.train", "funcgrad.testing"):
+    for namespace in ("funcgrad", "funcgrad.nn", "funcgrad.train", "funcgrad.testing"):
         assert f"::: {namespace}\n" in text
 
 
-_NAMESPACES = {"fg.": fg, "fg.train.": fg.train, "fg.testing.": fg.testing}
+_NAMESPACES = {"fg.": fg, "fg.nn.": fg.nn, "fg.train.": fg.train, "fg.testing.": fg.testing}
 #: A reStructuredText role or directive that reached the site as text instead of a link.
 _LEAKED_ROLE = re.compile(
     r":(?:func|class|meth|attr|data|mod|exc|math|obj):(?:`|<code>)|\.\. math::"

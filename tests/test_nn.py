@@ -2,8 +2,6 @@
 too; the samplers' distributions; every bad input's error.  The numbers themselves are
 TensorFlow's in tests/parity/test_nn_parity.py."""
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,19 +10,12 @@ from jax.experimental import sparse
 
 import funcgrad as fg
 from funcgrad.nn import candidate_sampling
-from tests.test_docs import PAGES
 
 TABLE = (np.arange(30, dtype=np.float32).reshape(10, 3) - 14.0) / 10
 
 
 def _mod_shards(table, n):
     return [jnp.asarray(table[p::n]) for p in range(n)]
-
-
-@pytest.mark.parametrize("name", fg.nn.__all__)
-def test_every_fg_nn_name_is_on_a_docs_page(name):
-    pattern = re.compile(rf"(?:fg\.nn\.|`){re.escape(name)}(?![\w])")
-    assert any(pattern.search(p.read_text()) for p in PAGES), f"fg.nn.{name} is on no page"
 
 
 # --- the IndexedSlices and the sparse rules ------------------------------------------------
