@@ -10,7 +10,10 @@ non-slot ``beta1_power`` / ``beta2_power``, multiplied by the betas after each s
 LARS keeps one slot ``momentum`` (``<var>/LARSOptimizer``).  AddSign and PowerSign keep
 one slot ``m`` (``<var>/AddSignOptimizer``,
 ``<var>/PowerSignOptimizer``) and read ``sign_decay_fn(global_step)``, the step before
-the update.
+the update.  AdamW and MomentumW (``weight_decay_optimizers.py``) put
+``DecoupledWeightDecayExtension`` in front of TensorFlow's Adam and momentum rules, with
+slots named after their default names (``<var>/AdamW``, ``<var>/AdamW_1``;
+``<var>/MomentumW``).
 """
 
 from __future__ import annotations
@@ -68,6 +71,11 @@ class _AdamOptimizer(TF1Optimizer):
         self._beta2_t = jnp.float32(beta2)
         self._epsilon_t = jnp.float32(epsilon)
         self._betas = (beta1, beta2)
+
+    def _alpha(self, step: TF1Step) -> jax.Array:
+        """Adam's bias-corrected rate, ``lr * sqrt(1 - beta2_power) / (1 - beta1_power)``."""
+        beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
+        return step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)
 
     def _non_slots(self) -> dict[str, float]:
         beta1, beta2 = self._betas
@@ -175,10 +183,6 @@ class NadamOptimizer(_AdamOptimizer):
     """
 
     slots: ClassVar[Mapping[str, str]] = {"m": "Adam", "v": "Adam"}
-
-    def _alpha(self, step: TF1Step) -> jax.Array:
-        beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
-        return step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)
 
     def _apply_dense(
         self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
@@ -760,8 +764,7 @@ class _TFAdamOptimizer(_AdamOptimizer):
     def _apply_dense(
         self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
-        alpha = step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)
+        alpha = self._alpha(step)
         m, v = slots["m"], slots["v"]
         m = m + (grad - m) * (1 - self._beta1_t)
         v = v + (jnp.square(grad) - v) * (1 - self._beta2_t)
@@ -771,8 +774,7 @@ class _TFAdamOptimizer(_AdamOptimizer):
     def _apply_sparse(
         self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
-        lr = step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)
+        lr = self._alpha(step)
         indices = grad.indices
         # m_t = beta1 * m + (1 - beta1) * g_t
         m_scaled_g_values = grad.values * (1 - self._beta1_t)
