@@ -401,7 +401,8 @@ def test_decoupled_weight_decay_bad_input_is_a_clear_error() -> None:
     for none in [[], lambda name, _: "LayerNorm" in name, {"emb": False, "dense": False}]:
         with pytest.raises(ValueError, match=r"selects none of the variables.*decay_var_list=None"):
             opt.apply_gradients(gvs, state, decay_var_list=none)
-    with pytest.raises(TypeError, match="must hold Python bools"):
-        opt.minimize(_loss, state, decay_var_list={"emb": "yes", "dense": False})
+    for mask in [{"emb": "yes", "dense": False}, {"emb": jnp.ones(5, bool), "dense": False}]:
+        with pytest.raises(TypeError, match="must hold Python bools"):
+            opt.minimize(_loss, state, decay_var_list=mask)
     with pytest.raises(TypeError, match="global_step"):
         opt.apply_gradients(gvs, state, global_step=3)

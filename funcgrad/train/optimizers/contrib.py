@@ -28,6 +28,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _habits
@@ -713,9 +714,7 @@ class _DecoupledWeightDecayExtension(TF1Optimizer):
             selected = [bool(decay_var_list(n, v)) for n, v in zip(names, leaves, strict=True)]
         elif isinstance(decay_var_list, list | tuple) and not decay_var_list:
             selected = []
-        elif not isinstance(decay_var_list, list | tuple | str) and not any(
-            jax.tree.leaves(decay_var_list)
-        ):
+        elif _all_false(decay_var_list):
             selected = []  # a mask of False only (the base's check reads it otherwise)
         else:
             selected = _var_list.select(caller, params, decay_var_list)
@@ -755,6 +754,14 @@ class _DecoupledWeightDecayExtension(TF1Optimizer):
     ) -> tuple[jax.Array, Slots]:
         var = self._decay_weights_sparse_op(var, grad.indices, step)
         return super()._apply_sparse(grad, var, slots, step)
+
+
+def _all_false(mask: Any) -> bool:
+    """Whether ``mask`` is a boolean pytree mask of ``False`` only."""
+    if isinstance(mask, list | tuple | str):
+        return False
+    leaves = jax.tree.leaves(mask)
+    return all(isinstance(m, bool | np.bool_) and not m for m in leaves)
 
 
 class _TFAdamOptimizer(_AdamOptimizer):
