@@ -391,6 +391,8 @@ def test_decoupled_weight_decay_bad_input_is_a_clear_error() -> None:
         fg.train.AdamWOptimizer("0.1")
     with pytest.raises(TypeError, match="momentum must be a number"):
         fg.train.MomentumWOptimizer(0.1, 0.1, None)
+    with pytest.raises(TypeError, match=r"weight_decay.*fg\.train\.exponential_decay"):
+        fg.train.MomentumWOptimizer(lambda step: "0.1", 0.1, 0.9)
     opt = fg.train.AdamWOptimizer(0.1)
     state = opt.init(PARAMS)
     with pytest.raises(TypeError, match=r"var_list is the string 'emb'; pass a list.*\['emb'\]"):

@@ -802,6 +802,12 @@ DECAY_CASES = {
         None,
         ("apply_gradients", None),
     ),
+    "adamw_decay_schedule": (
+        "AdamWOptimizer",
+        {**_ADAMW_ARGS, "weight_decay": ("exponential_decay", 0.2, 2, 0.5)},
+        None,
+        ("minimize", None),
+    ),
     "momentumw_nesterov_predicate": (
         "MomentumWOptimizer",
         {**_MOMENTUMW_ARGS, "use_nesterov": True},
@@ -822,6 +828,10 @@ def _tf_train_op(tf, case):
     global_step = tf.compat.v1.train.get_or_create_global_step()
     if case in DECAY_CASES:
         name, kwargs, decayed, _ = DECAY_CASES[case]
+        if isinstance(kwargs["weight_decay"], tuple):  # a tensor of global_step
+            _, rate, *args = kwargs["weight_decay"]
+            schedule = tf.compat.v1.train.exponential_decay(rate, global_step, *args)
+            kwargs = {**kwargs, "weight_decay": schedule}
         opt = _weight_decay_optimizers(tf)[name](**kwargs)
         by_name = {v.op.name: v for v in tf.compat.v1.trainable_variables()}
         decay_var_list = None if decayed is None else [by_name[n] for n in decayed]
@@ -848,6 +858,9 @@ def _fg_case(case):
         return create_optimizer(*BERT_ARGS, **STEP_CASES[case])
     if case in DECAY_CASES:
         name, kwargs, _, (method, decay_var_list) = DECAY_CASES[case]
+        if isinstance(kwargs["weight_decay"], tuple):
+            _, *args = kwargs["weight_decay"]
+            kwargs = {**kwargs, "weight_decay": fg.train.exponential_decay(*args)}
         opt = getattr(fg.train, name)(**kwargs)
         if method == "minimize":
             return opt, lambda loss_fn, state, *batch: opt.minimize(

@@ -39,6 +39,7 @@ from funcgrad.train.names import variable_names
 from funcgrad.train.optimizers.base import TF1Optimizer
 from funcgrad.train.optimizers.base import TF1Step
 from funcgrad.train.schedules._inject import LearningRate
+from funcgrad.train.schedules._inject import check_schedule
 
 __all__ = [
     "AdaMaxOptimizer",
@@ -610,11 +611,17 @@ class _DecoupledWeightDecayExtension(TF1Optimizer):
     It comes first among the bases, as in the original, so its rules run the decay, then
     the next base's rule on the decayed variable."""
 
-    def __init__(self, weight_decay: float, **kwargs: Any) -> None:
+    def __init__(self, weight_decay: LearningRate, **kwargs: Any) -> None:
         self._decay_var_list: frozenset[str] | None = None  # is set in minimize or apply_gradients
         super().__init__(**kwargs)
-        self._check_numbers(weight_decay=weight_decay)
-        self._weight_decay = jnp.float32(weight_decay)
+        if callable(weight_decay):
+            hint = "pass a number or a schedule(step), e.g. fg.train.exponential_decay"
+            check_schedule(
+                f"fg.train.{type(self).__name__}(...)", "weight_decay", weight_decay, hint
+            )
+        else:
+            self._check_numbers(weight_decay=weight_decay)
+        self._weight_decay = weight_decay
 
     def minimize(
         self,
@@ -730,16 +737,22 @@ class _DecoupledWeightDecayExtension(TF1Optimizer):
     def _decays(self, step: TF1Step) -> bool:
         return self._decay_var_list is None or step.name in self._decay_var_list
 
+    def _weight_decay_t(self, step: TF1Step) -> jax.Array:
+        """The weight decay of this step (a schedule's at ``global_step`` before it)."""
+        if callable(self._weight_decay):
+            return jnp.asarray(self._weight_decay(step.global_step), jnp.float32)
+        return jnp.float32(self._weight_decay)
+
     def _decay_weights_op(self, var: jax.Array, step: TF1Step) -> jax.Array:
         if self._decays(step):
-            return var - self._weight_decay * var
+            return var - self._weight_decay_t(step) * var
         return var
 
     def _decay_weights_sparse_op(
         self, var: jax.Array, indices: jax.Array, step: TF1Step
     ) -> jax.Array:
         if self._decays(step):
-            update = -self._weight_decay * var[indices]
+            update = -self._weight_decay_t(step) * var[indices]
             return var.at[indices].add(update)
         return var
 
@@ -814,7 +827,8 @@ class AdamWOptimizer(_DecoupledWeightDecayExtension, _TFAdamOptimizer):
     scales the decay by the learning rate and applies it after the update.
 
     Args:
-      weight_decay: :math:`\lambda`, a number.
+      weight_decay: :math:`\lambda`, a number or a ``schedule(step)`` (TensorFlow's
+        tensor of ``global_step``, such as the learning rate's decay times a factor).
       learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
       beta1: :math:`\beta_1`.
       beta2: :math:`\beta_2`.
@@ -886,7 +900,8 @@ class MomentumWOptimizer(_DecoupledWeightDecayExtension, _TFMomentumOptimizer):
     rows of :math:`w` and :math:`a`.  Slot ``<var>/MomentumW``, the original's name.
 
     Args:
-      weight_decay: :math:`\lambda`, a number.
+      weight_decay: :math:`\lambda`, a number or a ``schedule(step)`` (TensorFlow's
+        tensor of ``global_step``, such as the learning rate's decay times a factor).
       learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
       momentum: :math:`\mu`.
       use_nesterov: Nesterov momentum.
