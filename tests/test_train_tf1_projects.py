@@ -408,3 +408,21 @@ def test_decoupled_weight_decay_bad_input_is_a_clear_error() -> None:
             opt.minimize(_loss, state, decay_var_list=mask)
     with pytest.raises(TypeError, match="global_step"):
         opt.apply_gradients(gvs, state, global_step=3)
+
+
+def test_decoupled_weight_decay_in_a_group_a_loss_scale_and_a_checkpoint(tmp_path) -> None:
+    adamw = fg.train.AdamWOptimizer(0.1, 0.01)
+    alone = _steps(adamw, adamw.init(PARAMS))
+    scaled = fg.train.LossScaleOptimizer(adamw, dynamic=True, initial_scale=8.0)
+    chex.assert_trees_all_close(_steps(scaled, scaled.init(PARAMS)).params, alone.params)
+    group = fg.train.OptimizerGroup(
+        dense=(adamw, ["dense/kernel", "dense/bias"]),
+        emb=(fg.train.MomentumWOptimizer(0.1, 0.1, 0.9), ["emb"]),
+    )
+    state = jax.jit(lambda s: group.minimize(_loss, s)[0])(group.init(PARAMS))
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "g" / "m"), state, group)
+    assert {"dense/kernel/AdamW", "dense/kernel/AdamW_1", "emb/MomentumW", "beta1_power"} <= set(
+        _tf_bundle.BundleReader(prefix).entries
+    )
+    restored = fg.train.restore_tf_checkpoint(prefix, group.init(PARAMS), group)
+    chex.assert_trees_all_equal(restored.params, state.params)
