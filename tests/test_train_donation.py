@@ -29,6 +29,7 @@ import funcgrad as fg
 #: A value for each required argument of an ``fg.train`` optimizer or transformation.
 _ARGUMENTS: dict[str, Callable[[], Any]] = {
     "learning_rate": lambda: 0.1,
+    "weight_decay": lambda: 0.01,
     "momentum": lambda: 0.9,
     "every_k": lambda: 2,
     "tx": lambda: fg.train.AdamOptimizer(0.1).tx,

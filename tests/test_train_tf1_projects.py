@@ -336,3 +336,93 @@ def test_bfloat16_variables_follow_the_float32_steps() -> None:
     chex.assert_trees_all_close(
         jax.tree.map(lambda x: x.astype(jnp.float32), got), want, atol=2e-2, rtol=2e-2
     )
+
+
+def test_decoupled_weight_decay_without_decay_is_the_wrapped_optimizer() -> None:
+    for decayed, plain in [
+        (fg.train.AdamWOptimizer(0.0, 0.1), fg.train.AdamOptimizer(0.1)),
+        (
+            fg.train.MomentumWOptimizer(0.0, 0.1, 0.9, True),
+            fg.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+        ),
+    ]:
+        got, want = _steps(decayed, decayed.init(PARAMS)), _steps(plain, plain.init(PARAMS))
+        chex.assert_trees_all_close(got.params, want.params, rtol=1e-6)
+
+
+def test_decay_var_list_in_each_form_of_var_list_decays_those_variables_only() -> None:
+    opt = fg.train.MomentumWOptimizer(0.5, 0.1, 0.9)
+    forms = [
+        ["dense/kernel"],
+        ("dense/kernel",),
+        lambda name, leaf: name.endswith("kernel") and leaf.ndim == 2,
+        {"emb": False, "dense": {"kernel": True, "bias": False}},
+    ]
+    plain = fg.train.MomentumWOptimizer(0.0, 0.1, 0.9)
+    undecayed = plain.minimize(_loss, plain.init(PARAMS))[0].params
+    for form in forms:
+        state = opt.minimize(_loss, opt.init(PARAMS), decay_var_list=form)[0]
+        gvs = opt.compute_gradients(_loss, PARAMS)
+        applied = opt.apply_gradients(gvs, opt.init(PARAMS), decay_var_list=form)
+        chex.assert_trees_all_equal(applied.params, state.params)
+        chex.assert_trees_all_close(state.params["emb"], undecayed["emb"])
+        chex.assert_trees_all_close(state.params["dense"]["bias"], undecayed["dense"]["bias"])
+        kernel = undecayed["dense"]["kernel"] - 0.5 * PARAMS["dense"]["kernel"]
+        chex.assert_trees_all_close(state.params["dense"]["kernel"], kernel, rtol=1e-6)
+    everything = opt.minimize(_loss, opt.init(PARAMS))[0].params  # the call's list is gone
+    chex.assert_trees_all_close(everything["emb"][0], undecayed["emb"][0] - 0.5 * PARAMS["emb"][0])
+    chex.assert_trees_all_equal(everything["emb"][1], PARAMS["emb"][1])  # a row never read
+
+
+def test_decoupled_weight_decay_under_jit_with_a_donated_state() -> None:
+    opt = fg.train.AdamWOptimizer(0.1, 0.01)
+    step = jax.jit(lambda s: opt.minimize(_loss, s, decay_var_list=["emb"])[0], donate_argnums=0)
+    state = step(step(opt.init(jax.tree.map(jnp.copy, PARAMS))))
+    eager = opt.init(PARAMS)
+    for _ in range(2):
+        eager = opt.minimize(_loss, eager, decay_var_list=["emb"])[0]
+    chex.assert_trees_all_close(state.params, eager.params, rtol=1e-6)
+    assert opt.tf_names(PARAMS)[1] == ["beta1_power", "beta2_power"]
+    assert opt.tf_names(PARAMS)[0][0] == [("m", "AdamW"), ("v", "AdamW")]
+
+
+def test_decoupled_weight_decay_bad_input_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match=r"weight_decay must be a number, got '0\.1'; pass"):
+        fg.train.AdamWOptimizer("0.1")
+    with pytest.raises(TypeError, match="momentum must be a number"):
+        fg.train.MomentumWOptimizer(0.1, 0.1, None)
+    with pytest.raises(TypeError, match=r"weight_decay.*fg\.train\.exponential_decay"):
+        fg.train.MomentumWOptimizer(lambda step: "0.1", 0.1, 0.9)
+    opt = fg.train.AdamWOptimizer(0.1)
+    state = opt.init(PARAMS)
+    with pytest.raises(TypeError, match=r"var_list is the string 'emb'; pass a list.*\['emb'\]"):
+        opt.minimize(_loss, state, decay_var_list="emb")
+    with pytest.raises(ValueError, match=r"'dense/kernal' \(did you mean 'dense/kernel'"):
+        opt.minimize(_loss, state, decay_var_list=["dense/kernal"])
+    gvs = opt.compute_gradients(_loss, PARAMS)
+    for none in [[], lambda name, _: "LayerNorm" in name, {"emb": False, "dense": False}]:
+        with pytest.raises(ValueError, match=r"selects none of the variables.*decay_var_list=None"):
+            opt.apply_gradients(gvs, state, decay_var_list=none)
+    for mask in [{"emb": "yes", "dense": False}, {"emb": jnp.ones(5, bool), "dense": False}]:
+        with pytest.raises(TypeError, match="must hold Python bools"):
+            opt.minimize(_loss, state, decay_var_list=mask)
+    with pytest.raises(TypeError, match="global_step"):
+        opt.apply_gradients(gvs, state, global_step=3)
+
+
+def test_decoupled_weight_decay_in_a_group_a_loss_scale_and_a_checkpoint(tmp_path) -> None:
+    adamw = fg.train.AdamWOptimizer(0.1, 0.01)
+    alone = _steps(adamw, adamw.init(PARAMS))
+    scaled = fg.train.LossScaleOptimizer(adamw, dynamic=True, initial_scale=8.0)
+    chex.assert_trees_all_close(_steps(scaled, scaled.init(PARAMS)).params, alone.params)
+    group = fg.train.OptimizerGroup(
+        dense=(adamw, ["dense/kernel", "dense/bias"]),
+        emb=(fg.train.MomentumWOptimizer(0.1, 0.1, 0.9), ["emb"]),
+    )
+    state = jax.jit(lambda s: group.minimize(_loss, s)[0])(group.init(PARAMS))
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "g" / "m"), state, group)
+    assert {"dense/kernel/AdamW", "dense/kernel/AdamW_1", "emb/MomentumW", "beta1_power"} <= set(
+        _tf_bundle.BundleReader(prefix).entries
+    )
+    restored = fg.train.restore_tf_checkpoint(prefix, group.init(PARAMS), group)
+    chex.assert_trees_all_equal(restored.params, state.params)

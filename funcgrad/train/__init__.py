@@ -40,6 +40,7 @@ from funcgrad.train.optimizers import AdagradOptimizer
 from funcgrad.train.optimizers import AdaMaxOptimizer
 from funcgrad.train.optimizers import AdamOptimizer
 from funcgrad.train.optimizers import AdamWeightDecayOptimizer
+from funcgrad.train.optimizers import AdamWOptimizer
 from funcgrad.train.optimizers import AddSignOptimizer
 from funcgrad.train.optimizers import FtrlOptimizer
 from funcgrad.train.optimizers import GradientDescentOptimizer
@@ -47,6 +48,7 @@ from funcgrad.train.optimizers import LAMBOptimizer
 from funcgrad.train.optimizers import LARSOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
+from funcgrad.train.optimizers import MomentumWOptimizer
 from funcgrad.train.optimizers import MultistepAdamOptimizer
 from funcgrad.train.optimizers import NadamOptimizer
 from funcgrad.train.optimizers import PowerSignOptimizer
@@ -99,6 +101,7 @@ __all__ = [
     "AdafactorOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
+    "AdamWOptimizer",
     "AdamWeightDecayOptimizer",
     "AddSignOptimizer",
     "Checkpointer",
@@ -113,6 +116,7 @@ __all__ = [
     "LossScaleOptimizer",
     "LossScaleState",
     "MomentumOptimizer",
+    "MomentumWOptimizer",
     "MultistepAdamOptimizer",
     "NadamOptimizer",
     "Optimizer",

@@ -15,6 +15,15 @@ tf.contrib.opt (r1.15): ``AdaMaxOptimizer``, ``NadamOptimizer``, ``LARSOptimizer
 ``AddSignOptimizer``,
 ``PowerSignOptimizer`` and the three sign decays, transcribed (files and
 commits at their transcription) in a plain ``minimize(loss, global_step)``.
+``AdamWOptimizer`` and ``MomentumWOptimizer`` run ``compute_gradients`` then
+``apply_gradients(..., decay_var_list)`` (``minimize`` drops its ``decay_var_list``:
+``test_tensorflow_minimize_drops_decay_var_list``), with one deviation: ``apply_gradients``
+runs after every gradient (a control dependency).  In the original, the decay
+``var.assign_sub(weight_decay * var)`` takes no gradient as input, so TensorFlow may run
+it before the forward or backward pass reads that variable — the gradients of the other
+variables then see the decayed one, or not, as the scheduler goes (the first test run
+without the dependency was off by 4e-4 in the table's first moment); funcgrad computes
+every gradient from the variables before the step, always.
 
 The model has a dense layer, a bias, a ``LayerNorm/gamma`` and an embedding table read by
 a gather (ids repeat, rows 0 and 5 are never read, rows 2 and 4 every other step).  Every
@@ -573,6 +582,109 @@ def _contrib(tf):
     }
 
 
+# --- tf.contrib.opt's weight_decay_optimizers.py (r1.15), transcribed -------------------
+# tensorflow/contrib/opt/python/training/weight_decay_optimizers.py, branch r1.15 (stored
+# at commit 01a1da9eb71b364a7a5ffb2e0b50897b2205fe81): DecoupledWeightDecayExtension,
+# AdamWOptimizer and MomentumWOptimizer, with tf.compat.v1's AdamOptimizer and
+# MomentumOptimizer as their bases (the originals' adam.AdamOptimizer and
+# momentum.MomentumOptimizer); resource_variable_ops.resource_scatter_add is spelled
+# tf.raw_ops.ResourceScatterAdd.
+
+
+def _weight_decay_optimizers(tf):
+    tf1 = tf.compat.v1
+
+    class DecoupledWeightDecayExtension:
+        def __init__(self, weight_decay, **kwargs):
+            self._decay_var_list = None  # is set in minimize or apply_gradients
+            self._weight_decay = weight_decay
+            self._weight_decay_tensor = None
+            super().__init__(**kwargs)
+
+        def minimize(
+            self, loss, global_step=None, var_list=None,
+            gate_gradients=tf1.train.Optimizer.GATE_OP, aggregation_method=None,
+            colocate_gradients_with_ops=False, name=None, grad_loss=None, decay_var_list=None,
+        ):  # fmt: skip
+            self._decay_var_list = set(decay_var_list) if decay_var_list else False
+            return super().minimize(
+                loss, global_step=global_step, var_list=var_list,
+                gate_gradients=gate_gradients, aggregation_method=aggregation_method,
+                colocate_gradients_with_ops=colocate_gradients_with_ops, name=name,
+                grad_loss=grad_loss,
+            )  # fmt: skip
+
+        def apply_gradients(self, grads_and_vars, global_step=None, name=None, decay_var_list=None):
+            self._decay_var_list = set(decay_var_list) if decay_var_list else False
+            return super().apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+        def _prepare(self):
+            weight_decay = self._weight_decay
+            if callable(weight_decay):
+                weight_decay = weight_decay()
+            self._weight_decay_tensor = tf.convert_to_tensor(weight_decay, name="weight_decay")
+            super()._prepare()
+
+        def _decay_weights_op(self, var):
+            if not self._decay_var_list or var in self._decay_var_list:
+                return var.assign_sub(self._weight_decay * var, self._use_locking)
+            return tf.no_op()
+
+        def _decay_weights_sparse_op(self, var, indices, scatter_add):
+            if not self._decay_var_list or var in self._decay_var_list:
+                update = -self._weight_decay * tf.gather(var, indices)
+                return scatter_add(var, indices, update, self._use_locking)
+            return tf.no_op()
+
+        def _apply_dense(self, grad, var):
+            with tf.control_dependencies([self._decay_weights_op(var)]):
+                return super()._apply_dense(grad, var)
+
+        def _resource_apply_dense(self, grad, var):
+            with tf.control_dependencies([self._decay_weights_op(var)]):
+                return super()._resource_apply_dense(grad, var)
+
+        def _apply_sparse(self, grad, var):
+            scatter_add = tf1.scatter_add
+            decay_op = self._decay_weights_sparse_op(var, grad.indices, scatter_add)
+            with tf.control_dependencies([decay_op]):
+                return super()._apply_sparse(grad, var)
+
+        def _resource_scatter_add(self, x, i, v, _=None):
+            with tf.control_dependencies([tf.raw_ops.ResourceScatterAdd(
+                resource=x.handle, indices=i, updates=v
+            )]):  # fmt: skip
+                return x.value()
+
+        def _resource_apply_sparse(self, grad, var, indices):
+            scatter_add = self._resource_scatter_add
+            decay_op = self._decay_weights_sparse_op(var, indices, scatter_add)
+            with tf.control_dependencies([decay_op]):
+                return super()._resource_apply_sparse(grad, var, indices)
+
+    class MomentumWOptimizer(DecoupledWeightDecayExtension, tf1.train.MomentumOptimizer):
+        def __init__(
+            self, weight_decay, learning_rate, momentum, use_locking=False, name="MomentumW",
+            use_nesterov=False,
+        ):  # fmt: skip
+            super().__init__(
+                weight_decay, learning_rate=learning_rate, momentum=momentum,
+                use_locking=use_locking, name=name, use_nesterov=use_nesterov,
+            )  # fmt: skip
+
+    class AdamWOptimizer(DecoupledWeightDecayExtension, tf1.train.AdamOptimizer):
+        def __init__(
+            self, weight_decay, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
+            use_locking=False, name="AdamW",
+        ):  # fmt: skip
+            super().__init__(
+                weight_decay, learning_rate=learning_rate, beta1=beta1, beta2=beta2,
+                epsilon=epsilon, use_locking=use_locking, name=name,
+            )  # fmt: skip
+
+    return {"AdamWOptimizer": AdamWOptimizer, "MomentumWOptimizer": MomentumWOptimizer}
+
+
 # --- The same, ported to funcgrad (the docs' example) ---------------------------------------
 
 
@@ -661,7 +773,49 @@ MINIMIZE_CASES = {
         {"learning_rate": 0.05, "decay": ("get_restart_decay_fn", 4, 2, 1.2)},
     ),
 }
-CASES = [*STEP_CASES, *MINIMIZE_CASES]
+#: The variables a subset of ``decay_var_list`` names (the rest are never decayed).
+DECAYED = ["embeddings/word_embeddings", "dense/kernel"]
+_ADAMW_ARGS = {"weight_decay": 0.1, "learning_rate": 0.02, "beta1": 0.5, "beta2": 0.9}
+_MOMENTUMW_ARGS = {"weight_decay": 0.05, "learning_rate": 0.1, "momentum": 0.5}
+#: AdamW and MomentumW: class name, arguments, the names in TensorFlow's decay_var_list
+#: and funcgrad's call (method and decay_var_list, in each form of var_list).
+DECAY_CASES = {
+    "adamw": ("AdamWOptimizer", {"weight_decay": 0.05}, None, ("minimize", None)),
+    "adamw_args_names": (
+        "AdamWOptimizer",
+        {**_ADAMW_ARGS, "epsilon": 1e-3},
+        DECAYED,
+        ("minimize", DECAYED),
+    ),
+    "adamw_mask": (
+        "AdamWOptimizer",
+        _ADAMW_ARGS,
+        DECAYED,
+        (
+            "apply_gradients",
+            {"embeddings": True, "dense": {"kernel": True, "bias": False}, "LayerNorm": False},
+        ),
+    ),
+    "momentumw": (
+        "MomentumWOptimizer",
+        {"weight_decay": 0.05, "learning_rate": 0.05, "momentum": 0.9},
+        None,
+        ("apply_gradients", None),
+    ),
+    "adamw_decay_schedule": (
+        "AdamWOptimizer",
+        {**_ADAMW_ARGS, "weight_decay": ("exponential_decay", 0.2, 2, 0.5)},
+        None,
+        ("minimize", None),
+    ),
+    "momentumw_nesterov_predicate": (
+        "MomentumWOptimizer",
+        {**_MOMENTUMW_ARGS, "use_nesterov": True},
+        DECAYED,
+        ("minimize", lambda name, _: name in DECAYED),
+    ),
+}
+CASES = [*STEP_CASES, *MINIMIZE_CASES, *DECAY_CASES]
 _TF_RUNS: dict = {}
 
 
@@ -671,9 +825,21 @@ def _tf_train_op(tf, case):
     if case in STEP_CASES:
         _, create = _bert(tf)
         return create(loss, *BERT_ARGS, **STEP_CASES[case]), ids
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    if case in DECAY_CASES:
+        name, kwargs, decayed, _ = DECAY_CASES[case]
+        if isinstance(kwargs["weight_decay"], tuple):  # a tensor of global_step
+            _, rate, *args = kwargs["weight_decay"]
+            schedule = tf.compat.v1.train.exponential_decay(rate, global_step, *args)
+            kwargs = {**kwargs, "weight_decay": schedule}
+        opt = _weight_decay_optimizers(tf)[name](**kwargs)
+        by_name = {v.op.name: v for v in tf.compat.v1.trainable_variables()}
+        decay_var_list = None if decayed is None else [by_name[n] for n in decayed]
+        gvs = opt.compute_gradients(loss)
+        with tf.control_dependencies([g.op for g, _ in gvs]):  # the deviation: ordered
+            return opt.apply_gradients(gvs, global_step, decay_var_list=decay_var_list), ids
     contrib = _contrib(tf)
     name, kwargs = _with_decay(contrib, *MINIMIZE_CASES[case])
-    global_step = tf.compat.v1.train.get_or_create_global_step()
     return contrib[name](**kwargs).minimize(loss, global_step=global_step), ids
 
 
@@ -690,6 +856,22 @@ def _fg_case(case):
     """funcgrad's ``(optimizer, train_op(loss_fn, state))`` of ``case``."""
     if case in STEP_CASES:
         return create_optimizer(*BERT_ARGS, **STEP_CASES[case])
+    if case in DECAY_CASES:
+        name, kwargs, _, (method, decay_var_list) = DECAY_CASES[case]
+        if isinstance(kwargs["weight_decay"], tuple):
+            _, *args = kwargs["weight_decay"]
+            kwargs = {**kwargs, "weight_decay": fg.train.exponential_decay(*args)}
+        opt = getattr(fg.train, name)(**kwargs)
+        if method == "minimize":
+            return opt, lambda loss_fn, state, *batch: opt.minimize(
+                loss_fn, state, *batch, decay_var_list=decay_var_list
+            )[0]
+
+        def apply(loss_fn, state, *batch):
+            gvs = opt.compute_gradients(loss_fn, state.params, *batch)
+            return opt.apply_gradients(gvs, state, decay_var_list=decay_var_list)
+
+        return opt, apply
     name, kwargs = _with_decay(vars(fg.train), *MINIMIZE_CASES[case])
     opt = getattr(fg.train, name)(**kwargs)
     return opt, lambda loss_fn, state, *batch: opt.minimize(loss_fn, state, *batch)[0]
@@ -777,6 +959,20 @@ def test_resume_from_a_tensorflow_checkpoint_and_the_other_way(
     own = _fg_run(opt.init(_params()), train_op, 3)[-1]
     fg_prefix = fg.train.save_tf_checkpoint(str(tmp_path / "own" / "model.ckpt-3"), own, opt)
     _assert_same(_tf_continue(tf, fg_prefix, 3, case), trajectory[-1])
+
+
+def test_tensorflow_minimize_drops_decay_var_list(tf) -> None:
+    """TensorFlow's ``minimize(..., decay_var_list)`` calls the ``apply_gradients``
+    override without it, which resets the list: every variable is decayed there (the
+    docs page's note; funcgrad's ``minimize`` keeps it)."""
+    with tf.Graph().as_default():
+        loss, _ = _tf_loss(tf)
+        opt = _weight_decay_optimizers(tf)["AdamWOptimizer"](0.1)
+        table = tf.compat.v1.trainable_variables()[0]
+        opt.minimize(loss, decay_var_list=[table])
+        assert opt._decay_var_list is False  # decay every variable
+        opt.apply_gradients(opt.compute_gradients(loss), decay_var_list=[table])
+        assert opt._decay_var_list == {table}
 
 
 def test_sign_decay_functions(tf) -> None:

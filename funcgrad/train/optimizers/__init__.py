@@ -5,8 +5,8 @@ that hold TensorFlow's update rules where optax's differ.
   subclass (slots, non-slot variables, ``_apply_dense`` / ``_apply_sparse``).
 * ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``; ``albert``: ALBERT's
   ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer``,
-  ``NadamOptimizer``, ``LARSOptimizer``, ``AddSignOptimizer``, ``PowerSignOptimizer`` and
-  the sign decays.
+  ``NadamOptimizer``, ``LARSOptimizer``, ``AddSignOptimizer``, ``PowerSignOptimizer``, the
+  sign decays, ``AdamWOptimizer`` and ``MomentumWOptimizer``.
 * ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and ``MultistepAdamOptimizer``,
   written on ``base``.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
@@ -30,8 +30,10 @@ from funcgrad.train.optimizers.base import TF1OptimizerState as TF1OptimizerStat
 from funcgrad.train.optimizers.base import TF1Step as TF1Step
 from funcgrad.train.optimizers.bert import AdamWeightDecayOptimizer as AdamWeightDecayOptimizer
 from funcgrad.train.optimizers.contrib import AdaMaxOptimizer as AdaMaxOptimizer
+from funcgrad.train.optimizers.contrib import AdamWOptimizer as AdamWOptimizer
 from funcgrad.train.optimizers.contrib import AddSignOptimizer as AddSignOptimizer
 from funcgrad.train.optimizers.contrib import LARSOptimizer as LARSOptimizer
+from funcgrad.train.optimizers.contrib import MomentumWOptimizer as MomentumWOptimizer
 from funcgrad.train.optimizers.contrib import NadamOptimizer as NadamOptimizer
 from funcgrad.train.optimizers.contrib import PowerSignOptimizer as PowerSignOptimizer
 from funcgrad.train.optimizers.contrib import get_cosine_decay_fn as get_cosine_decay_fn

@@ -10,7 +10,10 @@ non-slot ``beta1_power`` / ``beta2_power``, multiplied by the betas after each s
 LARS keeps one slot ``momentum`` (``<var>/LARSOptimizer``).  AddSign and PowerSign keep
 one slot ``m`` (``<var>/AddSignOptimizer``,
 ``<var>/PowerSignOptimizer``) and read ``sign_decay_fn(global_step)``, the step before
-the update.
+the update.  AdamW and MomentumW (``weight_decay_optimizers.py``) put
+``DecoupledWeightDecayExtension`` in front of TensorFlow's Adam and momentum rules, with
+slots named after their default names (``<var>/AdamW``, ``<var>/AdamW_1``;
+``<var>/MomentumW``).
 """
 
 from __future__ import annotations
@@ -18,22 +21,32 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from funcgrad.indexed_slices import IndexedSlices
+from funcgrad.train import _habits
+from funcgrad.train import _var_list
+from funcgrad.train._var_list import VarList
+from funcgrad.train._variables import is_variable
+from funcgrad.train.names import variable_names
 from funcgrad.train.optimizers.base import TF1Optimizer
 from funcgrad.train.optimizers.base import TF1Step
 from funcgrad.train.schedules._inject import LearningRate
+from funcgrad.train.schedules._inject import check_schedule
 
 __all__ = [
     "AdaMaxOptimizer",
+    "AdamWOptimizer",
     "AddSignOptimizer",
     "LARSOptimizer",
+    "MomentumWOptimizer",
     "NadamOptimizer",
     "PowerSignOptimizer",
     "get_cosine_decay_fn",
@@ -60,6 +73,11 @@ class _AdamOptimizer(TF1Optimizer):
         self._beta2_t = jnp.float32(beta2)
         self._epsilon_t = jnp.float32(epsilon)
         self._betas = (beta1, beta2)
+
+    def _alpha(self, step: TF1Step) -> jax.Array:
+        """Adam's bias-corrected rate, ``lr * sqrt(1 - beta2_power) / (1 - beta1_power)``."""
+        beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
+        return step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)
 
     def _non_slots(self) -> dict[str, float]:
         beta1, beta2 = self._betas
@@ -167,10 +185,6 @@ class NadamOptimizer(_AdamOptimizer):
     """
 
     slots: ClassVar[Mapping[str, str]] = {"m": "Adam", "v": "Adam"}
-
-    def _alpha(self, step: TF1Step) -> jax.Array:
-        beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
-        return step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)
 
     def _apply_dense(
         self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
@@ -322,28 +336,41 @@ class LARSOptimizer(TF1Optimizer):
         self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
         scaled_lr = self.compute_lr(grad, var, step)
-        return _apply_momentum(var, slots["momentum"], scaled_lr, grad, self)
+        return _apply_momentum(var, slots, scaled_lr, grad, self._momentum, self._use_nesterov)
 
     # Fallback to momentum optimizer for sparse tensors
     def _apply_sparse(
         self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        rows = grad.indices
-        new_var, new = _apply_momentum(
-            var[rows], slots["momentum"][rows], step.learning_rate, grad.values, self
+        return _sparse_apply_momentum(
+            var, slots, step.learning_rate, grad, self._momentum, self._use_nesterov
         )
-        momentum = slots["momentum"].at[rows].set(new["momentum"])
-        return var.at[rows].set(new_var), {"momentum": momentum}
 
 
 def _apply_momentum(
-    var: jax.Array, accum: jax.Array, lr: jax.Array, grad: jax.Array, opt: LARSOptimizer
+    var: jax.Array, slots: Slots, lr: jax.Array, grad: jax.Array, momentum: float, nesterov: bool
 ) -> tuple[jax.Array, Slots]:
     """TensorFlow's ``ApplyMomentum`` kernel: the new variable and its ``momentum`` slot."""
-    accum = accum * opt._momentum + grad
-    if opt._use_nesterov:
-        return var - (grad * lr + accum * opt._momentum * lr), {"momentum": accum}
+    accum = slots["momentum"] * momentum + grad
+    if nesterov:
+        return var - (grad * lr + accum * momentum * lr), {"momentum": accum}
     return var - lr * accum, {"momentum": accum}
+
+
+def _sparse_apply_momentum(
+    var: jax.Array,
+    slots: Slots,
+    lr: jax.Array,
+    grad: IndexedSlices,
+    momentum: float,
+    nesterov: bool,
+) -> tuple[jax.Array, Slots]:
+    """TensorFlow's ``SparseApplyMomentum`` kernel: ``ApplyMomentum`` on the touched rows."""
+    rows = grad.indices
+    touched = {"momentum": slots["momentum"][rows]}
+    new_var, new = _apply_momentum(var[rows], touched, lr, grad.values, momentum, nesterov)
+    accum = slots["momentum"].at[rows].set(new["momentum"])
+    return var.at[rows].set(new_var), {"momentum": accum}
 
 
 #: A ``sign_decay_fn``: ``global_step -> float32 scalar``.
@@ -575,3 +602,332 @@ def get_restart_decay_fn(
         return decayed
 
     return restart_decay_fn
+
+
+class _DecoupledWeightDecayExtension(TF1Optimizer):
+    """``DecoupledWeightDecayExtension``: ``var -= weight_decay * var`` before the wrapped
+    optimizer's rule (``weight_decay_optimizers.py``, r1.15), for the variables
+    ``decay_var_list`` of ``minimize`` / ``apply_gradients`` selects (all without one).
+    It comes first among the bases, as in the original, so its rules run the decay, then
+    the next base's rule on the decayed variable."""
+
+    def __init__(self, weight_decay: LearningRate, **kwargs: Any) -> None:
+        self._decay_var_list: frozenset[str] | None = None  # is set in minimize or apply_gradients
+        super().__init__(**kwargs)
+        if callable(weight_decay):
+            hint = "pass a number or a schedule(step), e.g. fg.train.exponential_decay"
+            check_schedule(
+                f"fg.train.{type(self).__name__}(...)", "weight_decay", weight_decay, hint
+            )
+        else:
+            self._check_numbers(weight_decay=weight_decay)
+        self._weight_decay = weight_decay
+
+    def minimize(
+        self,
+        loss_fn: Callable[..., Any],
+        state: Any,
+        /,
+        *args: Any,
+        decay_var_list: VarList = None,
+        **kwargs: Any,
+    ) -> tuple[Any, Any]:
+        """:meth:`Optimizer.minimize`, decaying only the variables ``decay_var_list``
+        selects (all of them when it is ``None``).
+
+        Args:
+          loss_fn: as in :meth:`Optimizer.minimize`.
+          state: the ``TrainState``.
+          *args: further arguments of ``loss_fn``.
+          decay_var_list: the variables to decay, in a form of ``var_list``: ``None``
+            (all), a list of variable names, a predicate ``(name, leaf) -> bool`` or a
+            boolean pytree mask.
+          **kwargs: ``var_list``, ``grad_loss``, ``has_aux`` and ``loss_fn``'s keyword
+            arguments, as in :meth:`Optimizer.minimize`.
+
+        Returns:
+          ``(new_state, loss)`` as :meth:`Optimizer.minimize`.
+
+        Raises:
+          TypeError: ``decay_var_list`` is a string or a mask of non-bools.
+          ValueError: ``decay_var_list`` names an unknown variable or selects none.
+
+        Example:
+          >>> opt = fg.train.MomentumWOptimizer(0.5, 0.1, 0.9)
+          >>> state = opt.init({"W": jnp.float32(2.0), "b": jnp.float32(2.0)})
+          >>> state, _ = opt.minimize(lambda p: 0.0 * p["W"] + 0.0 * p["b"], state,
+          ...                         decay_var_list=["W"])
+          >>> [float(v) for v in state.params.values()]
+          [1.0, 2.0]
+        """
+        caller = f"fg.train.{type(self).__name__}.minimize(..., decay_var_list)"
+        self._decay_var_list = self._decayed(caller, state, decay_var_list)
+        try:
+            return super().minimize(loss_fn, state, *args, **kwargs)
+        finally:
+            self._decay_var_list = None
+
+    def apply_gradients(
+        self,
+        grads_and_vars: Iterable[tuple[Any, Any]],
+        state: Any = _habits.NO_STATE,
+        /,
+        *,
+        decay_var_list: VarList = None,
+        **tf_arguments: Any,
+    ) -> Any:
+        """:meth:`Optimizer.apply_gradients`, decaying only the variables
+        ``decay_var_list`` selects (all of them when it is ``None``).
+
+        Args:
+          grads_and_vars: ``(gradient, variable)`` pairs, as in
+            :meth:`Optimizer.apply_gradients`.
+          state: the ``TrainState`` to update.
+          decay_var_list: the variables to decay, as in :meth:`minimize`.
+          **tf_arguments: as in :meth:`Optimizer.apply_gradients` (none is taken).
+
+        Returns:
+          The new ``TrainState``.
+
+        Raises:
+          TypeError: ``decay_var_list`` is a string or a mask of non-bools.
+          ValueError: ``decay_var_list`` names an unknown variable or selects none.
+
+        Example:
+          >>> opt = fg.train.AdamWOptimizer(0.5)
+          >>> state = opt.init({"W": jnp.float32(2.0), "b": jnp.float32(2.0)})
+          >>> gvs = opt.compute_gradients(lambda p: 0.0 * p["W"] + 0.0 * p["b"], state.params)
+          >>> state = opt.apply_gradients(gvs, state, decay_var_list=lambda name, _: name == "b")
+          >>> [float(v) for v in state.params.values()]
+          [2.0, 1.0]
+        """
+        caller = f"fg.train.{type(self).__name__}.apply_gradients(..., decay_var_list)"
+        self._decay_var_list = self._decayed(caller, state, decay_var_list)
+        try:
+            return super().apply_gradients(grads_and_vars, state, **tf_arguments)
+        finally:
+            self._decay_var_list = None
+
+    def _decayed(self, caller: str, state: Any, decay_var_list: VarList) -> frozenset[str] | None:
+        """The names of the variables ``decay_var_list`` selects (``None``: all)."""
+        if decay_var_list is None:
+            return None
+        params = getattr(state, "params", None)
+        if params is None:
+            return None  # the base method says what the state is missing
+        names = variable_names(params)
+        if callable(decay_var_list):
+            leaves = [leaf for leaf in jax.tree.leaves(params) if is_variable(leaf)]
+            selected = [bool(decay_var_list(n, v)) for n, v in zip(names, leaves, strict=True)]
+        elif isinstance(decay_var_list, list | tuple) and not decay_var_list:
+            selected = []
+        elif _all_false(decay_var_list):
+            selected = []  # a mask of False only (the base's check reads it otherwise)
+        else:
+            selected = _var_list.select(caller, params, decay_var_list)
+        if not any(selected):
+            raise ValueError(
+                f"{caller}: decay_var_list={decay_var_list!r} selects none of the variables "
+                f"{names[:8]}{' ...' if len(names) > 8 else ''}, so nothing would be decayed "
+                "(TensorFlow decays every variable for an empty one); pass decay_var_list="
+                "None to decay every variable, or select some by name."
+            )
+        return frozenset(n for n, s in zip(names, selected, strict=True) if s)
+
+    def _decays(self, step: TF1Step) -> bool:
+        return self._decay_var_list is None or step.name in self._decay_var_list
+
+    def _weight_decay_t(self, step: TF1Step) -> jax.Array:
+        """The weight decay of this step (a schedule's at ``global_step`` before it)."""
+        if callable(self._weight_decay):
+            return jnp.asarray(self._weight_decay(step.global_step), jnp.float32)
+        return jnp.float32(self._weight_decay)
+
+    def _decay_weights_op(self, var: jax.Array, step: TF1Step) -> jax.Array:
+        if self._decays(step):
+            return var - self._weight_decay_t(step) * var
+        return var
+
+    def _decay_weights_sparse_op(
+        self, var: jax.Array, indices: jax.Array, step: TF1Step
+    ) -> jax.Array:
+        if self._decays(step):
+            update = -self._weight_decay_t(step) * var[indices]
+            return var.at[indices].add(update)
+        return var
+
+    # The wrapped optimizer's rules, on the variable after the decay.
+    def _apply_dense(
+        self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        return super()._apply_dense(grad, self._decay_weights_op(var, step), slots, step)
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        var = self._decay_weights_sparse_op(var, grad.indices, step)
+        return super()._apply_sparse(grad, var, slots, step)
+
+
+def _all_false(mask: Any) -> bool:
+    """Whether ``mask`` is a boolean pytree mask of ``False`` only."""
+    if isinstance(mask, list | tuple | str):
+        return False
+    leaves = jax.tree.leaves(mask)
+    return all(isinstance(m, bool | np.bool_) and not m for m in leaves)
+
+
+class _TFAdamOptimizer(_AdamOptimizer):
+    """``tf.train.AdamOptimizer``'s rules: the ``ApplyAdam`` kernel, and
+    ``_apply_sparse_shared`` (all of ``m``, ``v`` and the variable move)."""
+
+    def _apply_dense(
+        self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        alpha = self._alpha(step)
+        m, v = slots["m"], slots["v"]
+        m = m + (grad - m) * (1 - self._beta1_t)
+        v = v + (jnp.square(grad) - v) * (1 - self._beta2_t)
+        var = var - (m * alpha) / (jnp.sqrt(v) + self._epsilon_t)
+        return var, {"m": m, "v": v}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        lr = self._alpha(step)
+        indices = grad.indices
+        # m_t = beta1 * m + (1 - beta1) * g_t
+        m_scaled_g_values = grad.values * (1 - self._beta1_t)
+        m_t = (slots["m"] * self._beta1_t).at[indices].add(m_scaled_g_values)
+        # v_t = beta2 * v + (1 - beta2) * (g_t * g_t)
+        v_scaled_g_values = (grad.values * grad.values) * (1 - self._beta2_t)
+        v_t = (slots["v"] * self._beta2_t).at[indices].add(v_scaled_g_values)
+        v_sqrt = jnp.sqrt(v_t)
+        var_update = var - lr * m_t / (v_sqrt + self._epsilon_t)
+        return var_update, {"m": m_t, "v": v_t}
+
+
+class AdamWOptimizer(_DecoupledWeightDecayExtension, _TFAdamOptimizer):
+    r"""``tf.contrib.opt.AdamWOptimizer``: TensorFlow's Adam with decoupled weight decay
+    (Loshchilov & Hutter, "Decoupled Weight Decay Regularization").
+
+    .. math::
+      w \leftarrow w - \lambda w, \quad
+      m \leftarrow \beta_1 m + (1 - \beta_1) g, \quad
+      v \leftarrow \beta_2 v + (1 - \beta_2) g^2, \quad
+      w \leftarrow w - \eta \frac{\sqrt{1 - \beta_2^t}}{1 - \beta_1^t}
+        \frac{m}{\sqrt{v} + \epsilon}
+
+    The decay :math:`\lambda` is not scaled by the learning rate, and comes first, as in
+    the original.  ``minimize`` / ``apply_gradients`` take ``decay_var_list`` (any form
+    of ``var_list``): only those variables are decayed.  An ``fg.IndexedSlices``
+    gradient decays only the touched rows, then moves all of :math:`m`, :math:`v` and
+    :math:`w` (Adam's sparse rule).  Slots ``<var>/AdamW``, ``<var>/AdamW_1`` and the
+    non-slot ``beta1_power`` / ``beta2_power``, the original's names.  ``optax.adamw``
+    scales the decay by the learning rate and applies it after the update.
+
+    Args:
+      weight_decay: :math:`\lambda`, a number or a ``schedule(step)`` (TensorFlow's
+        tensor of ``global_step``, such as the learning rate's decay times a factor).
+      learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
+      beta1: :math:`\beta_1`.
+      beta2: :math:`\beta_2`.
+      epsilon: :math:`\epsilon`.
+
+    Raises:
+      TypeError: a hyperparameter is not a number.
+
+    Example:
+      >>> opt = fg.train.AdamWOptimizer(0.1, 0.01)
+      >>> state, _ = opt.minimize(lambda p: p["w"], opt.init({"w": jnp.float32(1.0)}))
+      >>> round(float(state.params["w"]), 4)  # 1 - 0.1 * 1 - 0.01
+      0.89
+    """
+
+    slots: ClassVar[Mapping[str, str]] = {"m": "AdamW", "v": "AdamW"}
+
+    def __init__(
+        self,
+        weight_decay: float,
+        learning_rate: LearningRate = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+    ) -> None:
+        super().__init__(
+            weight_decay, learning_rate=learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon
+        )
+
+
+class _TFMomentumOptimizer(TF1Optimizer):
+    """``tf.train.MomentumOptimizer``'s rules: ``ApplyMomentum`` and ``SparseApplyMomentum``."""
+
+    def __init__(
+        self, learning_rate: LearningRate, momentum: float, use_nesterov: bool = False
+    ) -> None:
+        super().__init__(learning_rate)
+        self._check_numbers(momentum=momentum)
+        self._momentum = momentum
+        self._use_nesterov = use_nesterov
+
+    def _apply_dense(
+        self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        return _apply_momentum(
+            var, slots, step.learning_rate, grad, self._momentum, self._use_nesterov
+        )
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
+    ) -> tuple[jax.Array, Slots]:
+        return _sparse_apply_momentum(
+            var, slots, step.learning_rate, grad, self._momentum, self._use_nesterov
+        )
+
+
+class MomentumWOptimizer(_DecoupledWeightDecayExtension, _TFMomentumOptimizer):
+    r"""``tf.contrib.opt.MomentumWOptimizer``: TensorFlow's momentum with decoupled weight
+    decay (SGDW, Loshchilov & Hutter).
+
+    .. math::
+      w \leftarrow w - \lambda w, \quad a \leftarrow \mu a + g, \quad
+      w \leftarrow w - \eta a \quad
+      (\text{Nesterov: } w \leftarrow w - \eta (g + \mu a))
+
+    The decay :math:`\lambda` is not scaled by the learning rate, and comes first, as in
+    the original; ``minimize`` / ``apply_gradients`` take ``decay_var_list`` (any form
+    of ``var_list``).  An ``fg.IndexedSlices`` gradient decays and moves only the touched
+    rows of :math:`w` and :math:`a`.  Slot ``<var>/MomentumW``, the original's name.
+
+    Args:
+      weight_decay: :math:`\lambda`, a number or a ``schedule(step)`` (TensorFlow's
+        tensor of ``global_step``, such as the learning rate's decay times a factor).
+      learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
+      momentum: :math:`\mu`.
+      use_nesterov: Nesterov momentum.
+
+    Raises:
+      TypeError: a hyperparameter is not a number.
+
+    Example:
+      >>> opt = fg.train.MomentumWOptimizer(0.1, 0.01, 0.9)
+      >>> state, _ = opt.minimize(lambda p: p["w"], opt.init({"w": jnp.float32(1.0)}))
+      >>> round(float(state.params["w"]), 4)  # 1 - 0.1 * 1 - 0.01 * 1
+      0.89
+    """
+
+    slots: ClassVar[Mapping[str, str]] = {"momentum": "MomentumW"}
+
+    def __init__(
+        self,
+        weight_decay: float,
+        learning_rate: LearningRate,
+        momentum: float,
+        use_nesterov: bool = False,
+    ) -> None:
+        super().__init__(
+            weight_decay,
+            learning_rate=learning_rate,
+            momentum=momentum,
+            use_nesterov=use_nesterov,
+        )
