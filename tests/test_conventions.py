@@ -185,18 +185,23 @@ def test_prod_with_a_zero_follows_tensorflow() -> None:
     assert float(jax.grad(lambda v: jax.grad(jnp.prod)(v)[1])(x)[0]) == 3.0  # JAX's
 
 
-# The optimizers built from a learning rate (LossScaleOptimizer wraps one: its own tests).
+# Every optimizer class (LossScaleOptimizer wraps one: its own tests; TF1Optimizer is the
+# base of one), with the arguments each requires besides the learning rate.
 OPTIMIZERS = [
     n
     for n in fg.train.__all__
-    if n.endswith("Optimizer") and n not in ("Optimizer", "LossScaleOptimizer")
+    if n.endswith("Optimizer") and n not in ("Optimizer", "LossScaleOptimizer", "TF1Optimizer")
 ]
+_ARGUMENTS = {
+    "MomentumOptimizer": {"momentum": 0.9},
+    "MomentumWOptimizer": {"weight_decay": 0.01, "momentum": 0.9},
+    "AdamWOptimizer": {"weight_decay": 0.01},
+}
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_every_optimizer_takes_it(name) -> None:
-    extra = {"MomentumOptimizer": {"momentum": 0.9}}
-    opt = getattr(fg.train, name)(0.1, **extra.get(name, {}))
+    opt = getattr(fg.train, name)(learning_rate=0.1, **_ARGUMENTS.get(name, {}))
     loss = tfc(lambda p, x: jnp.sum(jnp.minimum(1.0, jnp.abs(p["w"] * x))))
     state = opt.init({"w": jnp.array([0.0, 1.0, 0.5])})
     grads = opt.compute_gradients(loss, state.params, jnp.float32(1.0))
