@@ -43,27 +43,19 @@ import numpy as np
 import pytest
 
 import funcgrad as fg
+from tests.parity.tf1_projects_model import B0
+from tests.parity.tf1_projects_model import E0
+from tests.parity.tf1_projects_model import G0
+from tests.parity.tf1_projects_model import K0
+from tests.parity.tf1_projects_model import STEPS
+from tests.parity.tf1_projects_model import Y
+from tests.parity.tf1_projects_model import assert_same as _assert_same
+from tests.parity.tf1_projects_model import by_tf_name as _by_tf_name
+from tests.parity.tf1_projects_model import params as _params
 
-_rng = np.random.default_rng(7)
-E0 = (_rng.standard_normal((6, 3)) * 0.5).astype(np.float32)
-K0 = (_rng.standard_normal((3, 4)) * 0.5).astype(np.float32)
-B0 = (_rng.standard_normal(4) * 0.1).astype(np.float32)
-G0 = (1 + _rng.standard_normal(4) * 0.1).astype(np.float32)
 #: The ids of each step, by step parity: ids repeat, rows 0 and 5 are never read, rows 2
 #: and 4 every other step (where a sparse rule and a dense one part).
 IDS = np.array([[1, 3, 1, 4], [3, 2, 3, 3]], np.int32)
-Y = _rng.standard_normal((4, 4)).astype(np.float32)
-STEPS = 6
-# float32 rounding over 6 steps of an Adam-type rule whose denominators are small.
-RTOL, ATOL = 2e-5, 2e-6
-
-
-def _params():
-    return {
-        "embeddings": {"word_embeddings": jnp.asarray(E0)},
-        "dense": {"kernel": jnp.asarray(K0), "bias": jnp.asarray(B0)},
-        "LayerNorm": {"gamma": jnp.asarray(G0)},
-    }
 
 
 def _loss(params, ids):
@@ -907,19 +899,6 @@ def _tf_continue(tf, prefix, steps, case):
             for step in range(STEPS - steps, STEPS):
                 sess.run(train_op, {ids: IDS[step % 2]})
             return {v.op.name: sess.run(v) for v in tf1.global_variables()}
-
-
-def _by_tf_name(tf, tmp_path, state, opt):
-    """``state`` by TensorFlow name, as funcgrad saves it."""
-    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "fg" / "model.ckpt"), state, opt)
-    reader = tf.train.load_checkpoint(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-
-
-def _assert_same(got, want):
-    assert sorted(got) == sorted(want)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)
 
 
 def _fg_run(state, train_op, steps):
