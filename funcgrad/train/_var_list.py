@@ -55,7 +55,26 @@ def _kinds(params: PyTree) -> str:
 
 def select(caller: str, params: PyTree, var_list: VarList) -> list[bool]:
     """For each variable of ``params`` (``variable_names`` order), whether ``var_list``
-    selects it for training."""
+    selects it for training; an error when it selects none."""
+    selected = selection(caller, params, var_list)
+    names = variable_names(params)
+    if not names:
+        raise ValueError(
+            f"{caller}: No variables to optimize: the parameters hold no floating-point "
+            f"array (a variable), only {_kinds(params)}; keep the weights as float arrays, "
+            "e.g. {'W': jnp.zeros((3, 2))}."
+        )
+    if not any(selected):
+        raise ValueError(
+            f"{caller}: No variables to optimize: var_list selects none of {names}; "
+            "select at least one variable."
+        )
+    return selected
+
+
+def selection(caller: str, params: PyTree, var_list: VarList) -> list[bool]:
+    """For each variable of ``params`` (``variable_names`` order), whether ``var_list``
+    selects it, in any of its forms; none selected is no error here."""
     names = variable_names(params)
     if isinstance(var_list, str):
         raise TypeError(
@@ -78,15 +97,4 @@ def select(caller: str, params: PyTree, var_list: VarList) -> list[bool]:
         selected = [bool(var_list(n, leaf)) for n, leaf in zip(names, leaves, strict=True)]
     else:
         selected = _mask_leaves(caller, params, var_list)
-    if not names:
-        raise ValueError(
-            f"{caller}: No variables to optimize: the parameters hold no floating-point "
-            f"array (a variable), only {_kinds(params)}; keep the weights as float arrays, "
-            "e.g. {'W': jnp.zeros((3, 2))}."
-        )
-    if not any(selected):
-        raise ValueError(
-            f"{caller}: No variables to optimize: var_list selects none of {names}; "
-            "select at least one variable."
-        )
     return selected

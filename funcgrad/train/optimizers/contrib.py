@@ -28,13 +28,11 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _habits
 from funcgrad.train import _var_list
 from funcgrad.train._var_list import VarList
-from funcgrad.train._variables import is_variable
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizers.base import TF1Optimizer
 from funcgrad.train.optimizers.base import TF1Step
@@ -716,15 +714,7 @@ class _DecoupledWeightDecayExtension(TF1Optimizer):
         if params is None:
             return None  # the base method says what the state is missing
         names = variable_names(params)
-        if callable(decay_var_list):
-            leaves = [leaf for leaf in jax.tree.leaves(params) if is_variable(leaf)]
-            selected = [bool(decay_var_list(n, v)) for n, v in zip(names, leaves, strict=True)]
-        elif isinstance(decay_var_list, list | tuple) and not decay_var_list:
-            selected = []
-        elif _all_false(decay_var_list):
-            selected = []  # a mask of False only (the base's check reads it otherwise)
-        else:
-            selected = _var_list.select(caller, params, decay_var_list)
+        selected = _var_list.selection(caller, params, decay_var_list)
         if not any(selected):
             raise ValueError(
                 f"{caller}: decay_var_list={decay_var_list!r} selects none of the variables "
@@ -767,14 +757,6 @@ class _DecoupledWeightDecayExtension(TF1Optimizer):
     ) -> tuple[jax.Array, Slots]:
         var = self._decay_weights_sparse_op(var, grad.indices, step)
         return super()._apply_sparse(grad, var, slots, step)
-
-
-def _all_false(mask: Any) -> bool:
-    """Whether ``mask`` is a boolean pytree mask of ``False`` only."""
-    if isinstance(mask, list | tuple | str):
-        return False
-    leaves = jax.tree.leaves(mask)
-    return all(isinstance(m, bool | np.bool_) and not m for m in leaves)
 
 
 class _TFAdamOptimizer(_AdamOptimizer):
