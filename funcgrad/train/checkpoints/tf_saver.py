@@ -279,9 +279,14 @@ def restore_tf_checkpoint(
     params = view.flat.replaced(variables)
     global_step = _place(counts["global_step"], state.global_step)
     restored = TrainState(params, opt_state, global_step)
+    ema = EmaState(view.averages.replaced(averages)) if view.averages is not None else None
+    if view.averages_at is not None:  # a MovingAverageOptimizer's, in the state
+        restored = restored._replace(
+            opt_state=_tf_layout.put(restored.opt_state, view.averages_at, ema)
+        )
+        ema = None
     if ema_state is None and extras is None:
         return restored
-    ema = EmaState(view.averages.replaced(averages)) if view.averages is not None else None
     return restored, ema, restored_extras
 
 
