@@ -235,14 +235,7 @@ class MovingAverageOptimizer(Optimizer):
     # then the averages moved.
 
     def _check_state(self, caller: str, state: Any, call: str) -> None:
-        _habits.check_state(caller, state, call)
-        if not isinstance(state.opt_state, MovingAverageState):
-            raise ValueError(
-                f"{caller}: state.opt_state is a {type(state.opt_state).__name__}, not the "
-                "MovingAverageState a MovingAverageOptimizer's init makes: this state was "
-                "made by another optimizer; make it with state = opt.init(params), opt the "
-                "MovingAverageOptimizer."
-            )
+        _habits.wrapper_state(caller, state, call, MovingAverageState, "MovingAverageOptimizer")
 
     def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
         """The wrapped optimizer's step by ``grads`` (one per variable), then the averages
