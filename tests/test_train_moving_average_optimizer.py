@@ -240,3 +240,17 @@ def test_under_vmap_each_run_has_its_own_averages() -> None:
     starts = jnp.array([3.0, 5.0])  # w: w0 -> w0 - 2; decay min(0.5, 2/11)
     want = starts - 2 * (1 - np.float32(2 / 11))
     np.testing.assert_allclose(jax.vmap(run)(starts), want, rtol=1e-6)
+
+
+def test_microbatches_average_once_per_step() -> None:
+    opt = fg.train.MovingAverageOptimizer(fg.train.AdamOptimizer(0.1), 0.5, True)
+    x = jnp.arange(8.0).reshape(4, 2)
+
+    def loss(p, x):
+        return jnp.mean(x @ p["w"])
+
+    whole, _ = opt.minimize(loss, opt.init({"w": jnp.ones(2)}), x)
+    split, _ = fg.train.minimize_in_microbatches(
+        opt, loss, opt.init({"w": jnp.ones(2)}), x, num_microbatches=2
+    )
+    chex.assert_trees_all_close(split, whole, rtol=1e-6)
