@@ -190,6 +190,9 @@ def test_what_it_cannot_wrap(opt, error, match) -> None:
         pytest.param({"average_decay": 1.0}, ValueError, r"\[0, 1\).*e.g. 0.999", id="decay_1"),
         pytest.param({"average_decay": -0.1}, ValueError, r"\[0, 1\)", id="decay_negative"),
         pytest.param(
+            {"average_decay": 1.5, "num_updates": 5}, ValueError, r"\[0, 1\)", id="decay_counted"
+        ),
+        pytest.param(
             {"average_decay": 0.999999999}, ValueError, "below 1 in float32", id="decay_rounds"
         ),
         pytest.param({"num_updates": 1.5}, TypeError, "num_updates=1.5 is not None, True", id="nu"),

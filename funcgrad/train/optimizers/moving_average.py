@@ -68,8 +68,9 @@ class MovingAverageOptimizer(Optimizer):
     is the variable after the step and :math:`s` the ``global_step`` after it.  With
     ``sequential_update=False`` TensorFlow runs the average and the update unordered,
     a race: in TensorFlow 2.21 the average mostly reads the variables and
-    ``global_step`` before the update, and sometimes after it (measured: one variable
-    of four read the new value in 17% of steps, ``global_step`` in 14%).  Here it
+    ``global_step`` before the update, and sometimes after it (measured with
+    ``GradientDescentOptimizer`` on four variables: one read its new value in 17 of 100
+    steps, and the new ``global_step`` was read in 12 of 75).  Here it
     always reads them *before* the step: :math:`w` is the variable before the step and
     :math:`s` the ``global_step`` before it.  Averages start at the parameters given to
     :meth:`init` and are kept in each variable's dtype.
@@ -144,22 +145,23 @@ class MovingAverageOptimizer(Optimizer):
             "pass e.g. MovingAverageOptimizer(opt, average_decay=0.9999, num_updates=True)",
             TypeError,
         )
-        if num_updates is not None and num_updates is not True and num_updates < 0:
+        count = None if num_updates is None or num_updates is True else int(num_updates)
+        if count is not None and count < 0:
             raise ValueError(
                 f"{caller}: num_updates={num_updates!r} is negative; pass a count >= 0, or "
                 "True to follow state.global_step."
             )
-        decay = average_decay
-        if num_updates is not None and num_updates is not True:  # a fixed count: a fixed decay
-            count = np.float32(num_updates)
-            decay = float(min(np.float32(decay), (1 + count) / (10 + count)))
         try:
-            self.ema = ExponentialMovingAverage(decay, num_updates=num_updates is True)
+            self.ema = ExponentialMovingAverage(average_decay, num_updates=num_updates is True)
         except ValueError:
             raise ValueError(
                 f"{caller}: average_decay={average_decay!r} is not in [0, 1) and below 1 in "
                 "float32 (TensorFlow's dtype for it); pass e.g. 0.999 or 0.9999."
             ) from None
+        if count is not None:  # TensorFlow's min(decay, (1 + n) / (10 + n)), n a constant
+            n = np.float32(count)
+            decay = min(np.float32(average_decay), (1 + n) / (10 + n))
+            self.ema = ExponentialMovingAverage(float(decay))
         self.optimizer = opt
         self.sequential_update = sequential_update
 
