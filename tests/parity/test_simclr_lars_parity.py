@@ -10,7 +10,8 @@ repository's root; it imports ``tensorflow.compat.v1 as tf``, as here) and
 One deviation: the ``global_step`` increment of ``apply_gradients`` runs after the other
 assignments (a control dependency), where the original groups them unordered — the
 learning rate reads ``global_step``, so whether it reads the old or the new step would be
-up to TensorFlow's scheduler; funcgrad reads the old one, always.
+up to TensorFlow's scheduler (run without the dependency, the three cases with SimCLR's
+schedule fail here); funcgrad reads the old one, always.
 
 On the model the TF1 projects' parity tests share (tests/parity/tf1_projects_model.py),
 every variable and its ``<var>/Momentum`` are compared by their TF names after each of 6
