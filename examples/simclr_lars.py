@@ -17,6 +17,7 @@ and prints the loss, the test accuracy and the TF names of the optimizer's state
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -181,7 +182,7 @@ def learning_rate_schedule(
     if learning_rate_scaling == "linear":
         scaled_lr = base_learning_rate * train_batch_size / 256.0
     elif learning_rate_scaling == "sqrt":
-        scaled_lr = base_learning_rate * np.sqrt(train_batch_size)
+        scaled_lr = base_learning_rate * math.sqrt(train_batch_size)
     else:
         raise ValueError(f"Unknown learning rate scaling {learning_rate_scaling}")
     cosine_decay = fg.train.cosine_decay(scaled_lr, total_steps - warmup_steps)

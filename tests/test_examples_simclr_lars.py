@@ -90,6 +90,10 @@ def test_learning_rate_schedule_warms_up_then_decays_by_a_cosine() -> None:
         peak * 0.5 * (1 + math.cos(math.pi * min(t - 4, 8) / 8)) for t in range(4, 14)
     ]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    sqrt = example.learning_rate_schedule(0.075, 4096, 4, 12, learning_rate_scaling="sqrt")
+    assert float(sqrt(jnp.int32(4))) == pytest.approx(0.075 * 64, rel=1e-6)  # SimCLR's 4.8
+    with pytest.raises(ValueError, match="Unknown learning rate scaling cube"):
+        example.learning_rate_schedule(0.3, 512, 4, 12, learning_rate_scaling="cube")
 
 
 def test_tf_names_are_each_variables_momentum() -> None:
