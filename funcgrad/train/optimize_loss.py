@@ -166,9 +166,7 @@ class _OptimizeLoss(Optimizer):
 
     def _factors(self, caller: str, names: list[str]) -> list[float | None]:
         """Each variable's gradient multiplier (``None``: none)."""
-        unknown = [
-            f"{k!r}{_checks.did_you_mean(k, names)}" for k in self.multipliers if k not in names
-        ]
+        unknown = [f"{k!r}{_did_you_mean(k, names)}" for k in self.multipliers if k not in names]
         if unknown:
             raise ValueError(
                 f"{caller}: gradient_multipliers names {', '.join(unknown)}, which are not "
@@ -176,6 +174,15 @@ class _OptimizeLoss(Optimizer):
                 "(fg.train.variable_names(params)): key the multipliers by these names."
             )
         return [self.multipliers.get(n) for n in names]
+
+
+def _did_you_mean(key: str, names: list[str]) -> str:
+    """The variable ``key`` was meant to name: TensorFlow's tensor name ``"W:0"`` names
+    ``"W"``; otherwise the closest name."""
+    stem = key.rsplit(":", 1)[0]
+    if stem != key and stem in names:
+        return f" (did you mean {stem!r}?)"
+    return _checks.did_you_mean(key, names)
 
 
 def _noisy(g: Any, scale: float, key: jax.Array) -> jax.Array:
