@@ -77,6 +77,7 @@ class _OptimizeLoss(Optimizer):
         variables: VarList,
         increment_global_step: bool,
         name: str,
+        learning_rate: Any,
     ) -> None:
         self.optimizer = optimizer
         self.var_list = optimizer.var_list
@@ -86,6 +87,16 @@ class _OptimizeLoss(Optimizer):
         self.variables = variables
         self.increment_global_step = increment_global_step
         self.name = name
+        #: TensorFlow's variable ``<name>/learning_rate``, made for a float rate only.
+        self.tf_learning_rate = (
+            float(learning_rate) if _checks.is_real_number(learning_rate) else None
+        )
+
+    @property
+    def tf_scope(self) -> str:
+        """The variable scope of the TensorFlow variables the original makes (``name``),
+        which TensorFlow checkpoints name its slots and non-slots under."""
+        return self.name
 
     def _caller(self, method: str) -> str:
         return f"fg.train.optimize_loss(...).{method}"
@@ -458,8 +469,8 @@ def optimize_loss(
         the names of the TensorFlow variables the original makes: the slots
         (``OptimizeLoss/dense/kernel/Adam``), the non-slot variables
         (``OptimizeLoss/beta1_power``) and, for a number, ``OptimizeLoss/learning_rate``.
-        Kept as ``opt.name``; map these names with ``save_tf_checkpoint``'s
-        ``name_map`` (docs/train.md, "optimize_loss").
+        ``save_tf_checkpoint(path, state, opt)`` and ``restore_tf_checkpoint`` use
+        these names, and only the ``variables``' slots, as TensorFlow's graph has them.
       summaries: TensorFlow's summary names (checked against its list); none is written
         here: use ``fg.gradient_summary`` and a summary writer.
       colocate_gradients_with_ops: a bool, without effect (XLA places the operations).
@@ -504,5 +515,5 @@ def optimize_loss(
     rate = _rate(learning_rate, learning_rate_decay_fn)
     built = _built(optimizer, learning_rate, rate)
     return _OptimizeLoss(
-        built, noise, multipliers, clip, variables, increment_global_step, graph_name
+        built, noise, multipliers, clip, variables, increment_global_step, graph_name, learning_rate
     )

@@ -27,6 +27,7 @@ import pytest
 import funcgrad as fg
 from tests.parity.tf1_projects_model import STEPS
 from tests.parity.tf1_projects_model import assert_same
+from tests.parity.tf1_projects_model import by_tf_name
 from tests.parity.tf1_projects_model import fg_run
 from tests.parity.tf1_projects_model import params
 from tests.parity.tf1_projects_model import tf_loss
@@ -375,62 +376,104 @@ def _noise(name, shape, step):
     )
 
 
-def _tf_run(tf, name, option):
-    """Every TensorFlow variable by name after each of the steps."""
+def _tf_graph(tf, name, option):
+    """The case's graph: its train op, and the noise placeholders with their variables."""
+    tf1 = tf.compat.v1
+    global_step = tf1.train.get_or_create_global_step()
+    loss = tf_loss(tf)
+    fed = []  # placeholders, in the order the noise is drawn: that of the variables
+
+    def truncated_normal(shape):
+        static = tf.get_static_value(shape) if isinstance(shape, tf.Tensor) else shape
+        placeholder = tf1.placeholder(tf.float32, static)
+        fed.append(placeholder)
+        return placeholder
+
+    options = {"learning_rate": RATE, "optimizer": name, **_tf_options(tf, option)}
+    variables = options.get("variables") or tf1.trainable_variables()
+    train_op = _contrib(tf, truncated_normal)(loss, global_step, **options)
+    return train_op, list(zip(fed, [v.op.name for v in variables] if fed else [], strict=True))
+
+
+def _tf_steps(tf, sess, train_op, noisy, steps):
+    """Run ``steps`` (global step numbers) of the train op, feeding funcgrad's noise."""
+    for step in steps:
+        sess.run(train_op, {p: _noise(n, p.shape, step) for p, n in noisy})
+
+
+_TF_RUNS: dict = {}
+
+
+def _tf_run(tf, tmp_path_factory, name, option):
+    """Every TensorFlow variable by name after each step, and a Saver checkpoint after the
+    third (run once per case)."""
+    if (name, option) not in _TF_RUNS:
+        tf1 = tf.compat.v1
+        prefix = str(tmp_path_factory.mktemp(option) / "model.ckpt-3")
+        with tf.Graph().as_default():
+            train_op, noisy = _tf_graph(tf, name, option)
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                trajectory = []
+                for step in range(STEPS):
+                    _tf_steps(tf, sess, train_op, noisy, [step])
+                    trajectory.append({v.op.name: sess.run(v) for v in tf1.global_variables()})
+                    if step == 2:
+                        tf1.train.Saver().save(sess, prefix)
+        _TF_RUNS[name, option] = trajectory, prefix
+    return _TF_RUNS[name, option]
+
+
+def _tf_continue(tf, prefix, name, option):
+    """TensorFlow restored from ``prefix`` (step 3), run to the last step."""
     tf1 = tf.compat.v1
     with tf.Graph().as_default():
-        global_step = tf1.train.get_or_create_global_step()
-        loss = tf_loss(tf)
-        fed = []  # (placeholder, variable name), in the order the noise is drawn
-
-        def truncated_normal(shape):
-            static = tf.get_static_value(shape) if isinstance(shape, tf.Tensor) else shape
-            placeholder = tf1.placeholder(tf.float32, static)
-            fed.append(placeholder)
-            return placeholder
-
-        options = {"learning_rate": RATE, "optimizer": name, **_tf_options(tf, option)}
-        variables = options.get("variables") or tf1.trainable_variables()
-        train_op = _contrib(tf, truncated_normal)(loss, global_step, **options)
-        noisy = [v.op.name for v in variables] if fed else []
+        train_op, noisy = _tf_graph(tf, name, option)
         with tf1.Session() as sess:
-            sess.run(tf1.global_variables_initializer())
-            trajectory = []
-            for step in range(STEPS):
-                feed = {p: _noise(n, p.shape, step) for p, n in zip(fed, noisy, strict=True)}
-                sess.run(train_op, feed)
-                trajectory.append({v.op.name: sess.run(v) for v in tf1.global_variables()})
-    return trajectory
+            tf1.train.Saver().restore(sess, prefix)
+            _tf_steps(tf, sess, train_op, noisy, range(3, STEPS))
+            return {v.op.name: sess.run(v) for v in tf1.global_variables()}
 
 
-def _by_tf_name(tf, tmp_path, state, opt, learning_rate):
-    """``state`` by TensorFlow name: the built optimizer's checkpoint names, its slots and
-    non-slot variables under the scope of ``opt.name``, and the rate variable."""
-    variables = getattr(opt, "variables", None)
-    prefix = fg.train.save_tf_checkpoint(
-        str(tmp_path / "fg" / "model.ckpt"), state, opt.optimizer, var_list=variables
+def _fg_case(name, option):
+    opt = fg.train.optimize_loss(
+        **{"learning_rate": RATE, "optimizer": name, **_fg_options(option)}
     )
-    reader = tf.train.load_checkpoint(prefix)
-    own = set(fg.train.variable_names(state.params)) | {"global_step"}
-    got = {
-        (n if n in own else f"{opt.name}/{n}"): reader.get_tensor(n)
-        for n in reader.get_variable_to_shape_map()
-    }
-    if isinstance(learning_rate, float):
-        got[f"{opt.name}/learning_rate"] = np.float32(learning_rate)
-    return got
+    return opt, lambda loss, state: opt.minimize(loss, state)[0]
 
 
-@pytest.mark.parametrize(("name", "option"), CASES, ids=[f"{n}-{o}" for n, o in CASES])
-def test_every_variable_and_slot_by_name_each_step(tf, tmp_path, name, option) -> None:
-    trajectory = _tf_run(tf, name, option)
-    options = {"learning_rate": RATE, "optimizer": name, **_fg_options(option)}
-    opt = fg.train.optimize_loss(**options)
-    states = fg_run(opt.init(params()), lambda loss, s: opt.minimize(loss, s)[0], STEPS)
-    for state, want in zip(states, trajectory, strict=True):
-        assert_same(_by_tf_name(tf, tmp_path, state, opt, options["learning_rate"]), want)
+IDS = [f"{n}-{o}" for n, o in CASES]
+
+
+@pytest.mark.parametrize(("name", "option"), CASES, ids=IDS)
+def test_every_variable_and_slot_by_name_each_step(
+    tf, tmp_path, tmp_path_factory, name, option
+) -> None:
+    trajectory, _ = _tf_run(tf, tmp_path_factory, name, option)
+    opt, train_op = _fg_case(name, option)
+    for state, want in zip(fg_run(opt.init(params()), train_op, STEPS), trajectory, strict=True):
+        assert_same(by_tf_name(tf, tmp_path, state, opt), want)
     steps = [int(t["global_step"]) for t in trajectory]
     assert steps == ([0] * STEPS if option == "no_increment" else list(range(1, STEPS + 1)))
+
+
+@pytest.mark.parametrize(("name", "option"), CASES, ids=IDS)
+def test_resume_from_a_tensorflow_checkpoint_and_the_other_way(
+    tf, tmp_path, tmp_path_factory, name, option
+) -> None:
+    trajectory, tf_prefix = _tf_run(tf, tmp_path_factory, name, option)
+    opt, train_op = _fg_case(name, option)
+    restored = fg.train.restore_tf_checkpoint(tf_prefix, opt.init(params()), opt)
+    if option == "names":  # the held rate is OptimizeLoss/learning_rate's
+        moved = fg.train.set_learning_rate(opt.init(params()), 1.0)
+        again = fg.train.restore_tf_checkpoint(tf_prefix, moved, opt)
+        assert float(again.opt_state.learning_rate) == np.float32(RATE)
+    resumed = fg_run(restored, train_op, STEPS - 3)[-1]
+    assert_same(by_tf_name(tf, tmp_path, resumed, opt), trajectory[-1])
+
+    own = fg_run(opt.init(params()), train_op, 3)[-1]
+    fg_prefix = fg.train.save_tf_checkpoint(str(tmp_path / "own" / "model.ckpt-3"), own, opt)
+    assert_same(_tf_continue(tf, fg_prefix, name, option), trajectory[-1])
 
 
 def test_noise_is_tensorflows_truncated_normal(tf) -> None:
