@@ -399,3 +399,45 @@ def test_accepted_graph_arguments_change_nothing():
     a, _ = plain.minimize(loss_fn, plain.init(PARAMS), X)
     b, _ = graph.minimize(loss_fn, graph.init(PARAMS), X)
     chex.assert_trees_all_equal(a, b)
+
+
+def test_over_a_group_member_and_inside_a_loss_scale_optimizer():
+    both = {"W": jnp.ones(2), "b": jnp.ones(2)}
+    squares = lambda p: jnp.sum(p["W"] ** 2) + jnp.sum(p["b"] ** 2)  # noqa: E731
+    group = fg.train.OptimizerGroup(
+        D=(fg.train.GradientDescentOptimizer(0.1), ["W"]),
+        G=(fg.train.GradientDescentOptimizer(0.1), ["b"]),
+    )
+    d = fg.train.optimize_loss(None, group["D"], gradient_multipliers={"W": 0.5})
+    state, _ = d.minimize(squares, group.init(both))
+    np.testing.assert_allclose(state.params["W"], 0.9, rtol=1e-6)
+    np.testing.assert_array_equal(state.params["b"], both["b"])
+    scaled = fg.train.LossScaleOptimizer(
+        fg.train.optimize_loss(0.1, "SGD", variables=["W"], gradient_multipliers={"W": 0.5}),
+        initial_scale=4.0,
+    )
+    state, _ = scaled.minimize(squares, scaled.init(both))
+    np.testing.assert_allclose(state.params["W"], 0.9, rtol=1e-6)
+    np.testing.assert_array_equal(state.params["b"], both["b"])
+    with pytest.raises(TypeError, match=r"a= is _OptimizeLoss; pass an fg\.train optimizer"):
+        fg.train.OptimizerGroup(a=fg.train.optimize_loss(0.1, "SGD"))
+
+
+def test_tf_checkpoint_names_follow_the_scope_and_the_variables(tmp_path):
+    opt = fg.train.optimize_loss(
+        0.1, "Momentum", variables=["dense/kernel"], name="train", learning_rate_decay_fn=None
+    )
+    state, _ = opt.minimize(loss_fn, opt.init(PARAMS), X)
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt"), state, opt)
+    assert sorted(fg.testing.compare_tf_checkpoint(prefix, state, opt)) == [
+        "dense/bias",
+        "dense/kernel",
+        "global_step",
+        "train/dense/kernel/Momentum",
+        "train/learning_rate",
+    ]
+    decayed = fg.train.optimize_loss(0.1, "SGD", learning_rate_decay_fn=lambda lr, s: lr * 0.5)
+    state, _ = decayed.minimize(loss_fn, decayed.init(PARAMS), X)
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "decayed.ckpt"), state, decayed)
+    restored = fg.train.restore_tf_checkpoint(prefix, decayed.init(PARAMS), decayed)
+    chex.assert_trees_all_equal(restored, state)  # the base rate is written, none is held

@@ -80,7 +80,7 @@ class _OptimizeLoss(Optimizer):
         learning_rate: Any,
     ) -> None:
         self.optimizer = optimizer
-        self.var_list = optimizer.var_list
+        self.var_list = optimizer.var_list if variables is None else variables
         self.noise = noise
         self.multipliers = multipliers
         self.clip = clip
@@ -450,6 +450,8 @@ def optimize_loss(
         optimizer class, called as ``cls(learning_rate=rate)``; an instance, with
         ``learning_rate=None``; or a function, called as ``f(rate)``, or as ``f()``
         when ``learning_rate`` is ``None``, that returns an ``fg.train`` optimizer.
+        Any ``fg.train`` optimizer may be wrapped: a ``LossScaleOptimizer``, or
+        ``group["D"]`` of an ``OptimizerGroup`` (the group's state is the state).
       gradient_noise_scale: the scale of the noise, a number ``>= 0``, with ``key``.
       gradient_multipliers: variable name (``"dense/kernel"``, as
         :func:`~funcgrad.train.variable_names` gives) to the number its gradient is
