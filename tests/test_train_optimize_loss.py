@@ -219,6 +219,10 @@ def test_a_jitted_donated_step_compiles_once_and_matches_the_eager_one():
         eager, _ = step(eager, X)
     assert len(traces) == 4  # one trace, three eager calls
     _assert_states_close(state, eager)
+    again = opt.init(jax.tree.map(jnp.copy, PARAMS))  # the same object, after donated steps
+    for _ in range(3):
+        again, _ = jitted(again, X)
+    _assert_states_close(again, eager)
 
 
 def test_wraps_a_loss_scale_optimizer_and_its_state_takes_set_learning_rate(tmp_path):
