@@ -26,6 +26,9 @@ CASES = {
     "straight_through": ("--hidden", [["--epochs", "0"]]),
     "py_func_relu": ("--batch", [["--steps", "0"], ["--lr", "0"]]),
     "data_parallel": ("--cpu-devices", [["--steps", "0"], ["--cpu-devices", "-1"]]),
+    "simclr_lars": ("--classic-momentum {true,false}", [
+        ["--steps", "0"], ["--learning-rate", "0"], ["--warmup-steps", "200"],
+    ]),
 }  # fmt: skip
 
 # Training examples, each with arguments that make a run take seconds, and the function
@@ -42,6 +45,7 @@ TRAINING = {
     "straight_through": (["--epochs", "1", "--hidden", "16"], "train"),
     "py_func_relu": (["--steps", "5"], "train"),
     "data_parallel": (["--steps", "3"], "train"),
+    "simclr_lars": (["--steps", "5", "--warmup-steps", "1"], "train"),
 }  # fmt: skip
 
 

@@ -9,6 +9,8 @@ Every public name is importable from here (``fg.train.X``).  Where each concept 
   GAN's D and G), sharing one ``TrainState``.
 * ``names``: ``variable_names``.
 * ``moving_averages``: ``ExponentialMovingAverage``, TensorFlow's averages of the weights.
+* ``optimize_loss``: ``tf.contrib.layers.optimize_loss``, an optimizer that processes its
+  gradients (noise, multipliers, clipping) before each apply.
 * ``optimizers/``: the TF1 optimizers, the base ``TF1Optimizer`` of a project's own
   (BERT's ``AdamWeightDecayOptimizer`` and tensor2tensor's ``AdafactorOptimizer`` and
   ``MultistepAdamOptimizer`` are written on it), tf.contrib.opt's
@@ -34,6 +36,7 @@ from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.moving_averages import ExponentialMovingAverage
 from funcgrad.train.names import variable_names
+from funcgrad.train.optimize_loss import optimize_loss
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers import AdadeltaOptimizer
 from funcgrad.train.optimizers import AdafactorOptimizer
@@ -153,6 +156,7 @@ __all__ = [
     "minimize_in_microbatches",
     "natural_exp_decay",
     "noisy_linear_cosine_decay",
+    "optimize_loss",
     "piecewise_constant",
     "polynomial_decay",
     "restore_tf_checkpoint",

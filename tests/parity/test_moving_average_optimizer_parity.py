@@ -17,7 +17,9 @@ an embedding table read by a gather with repeating ids).  Every variable, slot a
 ``<var>/ExponentialMovingAverage`` is compared by its TF name after each of 6 steps; the
 ``swapping_saver``'s checkpoint at step 3 is compared with ``opt.swapped(state)``; a run
 resumed from a TF ``Saver`` checkpoint at step 3 (and TensorFlow resumed from funcgrad's)
-continues both trajectories.
+continues both trajectories.  Inside ``tf.contrib.layers.optimize_loss`` (transcribed in
+``test_optimize_loss_parity``) the averages are made in its variable scope, as the slots:
+``OptimizeLoss/<var>/ExponentialMovingAverage``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 import pytest
 
 import funcgrad as fg
+from tests.parity.test_optimize_loss_parity import _contrib as _optimize_loss_module
 from tests.parity.test_tf1_projects_parity import _contrib
 from tests.parity.tf1_projects_model import ATOL
 from tests.parity.tf1_projects_model import RTOL
@@ -238,3 +241,27 @@ def test_resume_from_a_tensorflow_checkpoint_and_the_other_way(
     own = fg_run(opt.init(params()), _train_op(opt), 3)[-1]
     fg_prefix = fg.train.save_tf_checkpoint(str(tmp_path / "own" / "model.ckpt-3"), own, opt)
     assert_same(_tf_continue(tf, fg_prefix, 3, case), trajectory[-1])
+
+
+def test_inside_optimize_loss_the_averages_are_in_its_scope(tf, tmp_path) -> None:
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        loss = tf_loss(tf)
+        global_step = tf1.train.get_or_create_global_step()
+        inner = tf1.train.MomentumOptimizer(0.1, momentum=0.9)
+        averaged = _moving_average_optimizer(tf)(inner, 0.9, global_step)
+        optimize_loss = _optimize_loss_module(tf, tf1.random.truncated_normal)
+        train_op = optimize_loss(loss, global_step, learning_rate=None, optimizer=averaged)
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            trajectory = []
+            for _ in range(3):
+                sess.run(train_op)
+                trajectory.append({v.op.name: sess.run(v) for v in tf1.global_variables()})
+    assert "OptimizeLoss/dense/kernel/ExponentialMovingAverage" in trajectory[-1]
+    opt = fg.train.optimize_loss(
+        None, fg.train.MovingAverageOptimizer(fg.train.MomentumOptimizer(0.1, 0.9), 0.9, True)
+    )
+    states = fg_run(opt.init(params()), _train_op(opt), 3)
+    for state, want in zip(states, trajectory, strict=True):
+        assert_same(by_tf_name(tf, tmp_path, state, opt), want)

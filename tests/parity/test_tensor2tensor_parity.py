@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import types
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -28,11 +27,12 @@ import pytest
 import funcgrad as fg
 from tests.parity.tf1_projects_model import E0
 from tests.parity.tf1_projects_model import STEPS
+from tests.parity.tf1_projects_model import assert_resumes_both_ways
 from tests.parity.tf1_projects_model import assert_same
 from tests.parity.tf1_projects_model import by_tf_name
 from tests.parity.tf1_projects_model import fg_run
 from tests.parity.tf1_projects_model import params
-from tests.parity.tf1_projects_model import tf_loss
+from tests.parity.tf1_projects_model import tf_run
 
 # float32 rounding over 6 steps of rules with rsqrt, a parameter RMS and Adam's powers.
 RTOL, ATOL = 2e-5, 2e-6
@@ -331,26 +331,11 @@ CASES = {
 }  # fmt: skip
 
 
-def _tf_run(tf, case, steps, *, restore=None, save=None):
-    """TensorFlow's ``steps`` steps of ``case`` (restored from ``restore`` if given): every
-    variable by name after each step; a ``Saver`` checkpoint at ``save`` after step 3."""
-    tf1 = tf.compat.v1
-    with tf.Graph().as_default():
-        global_step = tf1.train.get_or_create_global_step()
-        loss = tf_loss(tf)
-        train_op = CASES[case][0](_t2t(tf)).minimize(loss, global_step=global_step)
-        with tf1.Session() as sess:
-            if restore is None:
-                sess.run(tf1.global_variables_initializer())
-            else:
-                tf1.train.Saver().restore(sess, restore)
-            trajectory = []
-            for step in range(steps):
-                sess.run(train_op)
-                trajectory.append({v.op.name: sess.run(v) for v in tf1.global_variables()})
-                if save is not None and step == 2:
-                    tf1.train.Saver().save(sess, save)
-    return trajectory
+def _minimize(tf, case):
+    """``minimize(loss, global_step)``: the train op of ``case`` (see ``tf_run``)."""
+    return lambda loss, global_step: CASES[case][0](_t2t(tf)).minimize(
+        loss, global_step=global_step
+    )
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -358,7 +343,7 @@ def case_tf(request, tf, tmp_path_factory):
     """``(case, TensorFlow's trajectory, its Saver checkpoint at step 3)``."""
     case = request.param
     prefix = str(tmp_path_factory.mktemp(case) / "model.ckpt-3")
-    return case, _tf_run(tf, case, STEPS, save=prefix), prefix
+    return case, tf_run(tf, _minimize(tf, case), STEPS, save=prefix), prefix
 
 
 def _train_op(opt):
@@ -378,16 +363,10 @@ def test_six_steps_every_variable_and_slot_by_tf_name(tf, tmp_path, case_tf) -> 
 def test_resume_from_a_tensorflow_checkpoint_and_the_other_way(tf, tmp_path, case_tf) -> None:
     case, trajectory, tf_prefix = case_tf
     opt = CASES[case][1]()
-    template = opt.init(jax.tree.map(jnp.zeros_like, params()))
-    restored = fg.train.restore_tf_checkpoint(tf_prefix, template, opt)
-    assert int(restored.global_step) == 3
-    resumed = fg_run(restored, _train_op(opt), 3)[-1]
-    assert_same(by_tf_name(tf, tmp_path, resumed, opt), trajectory[-1], rtol=RTOL, atol=ATOL)
-
-    own = fg_run(opt.init(params()), _train_op(opt), 3)[-1]
-    fg_prefix = fg.train.save_tf_checkpoint(str(tmp_path / "own" / "model.ckpt-3"), own, opt)
-    got = _tf_run(tf, case, 3, restore=fg_prefix)[-1]
-    assert_same(got, trajectory[-1], rtol=RTOL, atol=ATOL)
+    run = (trajectory, tf_prefix)
+    assert_resumes_both_ways(
+        tf, tmp_path, opt, _train_op(opt), _minimize(tf, case), run, RTOL, ATOL
+    )
 
 
 def test_slot_names_as_tensorflow_creates_them(case_tf) -> None:

@@ -1,7 +1,8 @@
 """The model the parity tests of TF1 projects' optimizers share: a dense layer, a bias, a
 ``LayerNorm/gamma`` and an embedding table read by a gather (ids repeat, rows 0, 2 and 5
-are never read), in funcgrad and in TensorFlow, and the helpers that compare a funcgrad
-state with TensorFlow's variables by their TF names."""
+are never read), in funcgrad and in TensorFlow, and the helpers that run both, compare a
+funcgrad state with TensorFlow's variables by their TF names, and resume each from the
+other's checkpoint."""
 
 from __future__ import annotations
 
@@ -51,6 +52,28 @@ def tf_loss(tf):
     return tf.reduce_mean((gamma * h - Y) ** 2)
 
 
+def tf_run(tf, minimize, steps, *, restore=None, save=None):
+    """TensorFlow's ``steps`` steps of ``minimize(loss, global_step)`` (the train op it
+    builds in the current graph), restored from ``restore`` if given: every variable by
+    name after each step; a ``Saver`` checkpoint at ``save`` after step 3."""
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        global_step = tf1.train.get_or_create_global_step()
+        train_op = minimize(tf_loss(tf), global_step)
+        with tf1.Session() as sess:
+            if restore is None:
+                sess.run(tf1.global_variables_initializer())
+            else:
+                tf1.train.Saver().restore(sess, restore)
+            trajectory = []
+            for step in range(steps):
+                sess.run(train_op)
+                trajectory.append({v.op.name: sess.run(v) for v in tf1.global_variables()})
+                if save is not None and step == 2:
+                    tf1.train.Saver().save(sess, save)
+    return trajectory
+
+
 def by_tf_name(tf, tmp_path, state, opt):
     """``state`` by TensorFlow name, as funcgrad saves it."""
     prefix = fg.train.save_tf_checkpoint(str(tmp_path / "fg" / "model.ckpt"), state, opt)
@@ -71,3 +94,20 @@ def fg_run(state, train_op, steps):
         state = step(state)
         states.append(jax.tree.map(jnp.copy, state))  # the donated one is gone next step
     return states
+
+
+def assert_resumes_both_ways(tf, tmp_path, opt, train_op, minimize, run, rtol=RTOL, atol=ATOL):
+    """funcgrad restored from TensorFlow's checkpoint at step 3, and TensorFlow restored
+    from funcgrad's, each run to step 6, end where TensorFlow's run ``(trajectory, prefix)``
+    of ``minimize`` (see :func:`tf_run`) ends."""
+    trajectory, tf_prefix = run
+    template = opt.init(jax.tree.map(jnp.zeros_like, params()))
+    restored = fg.train.restore_tf_checkpoint(tf_prefix, template, opt)
+    assert int(restored.global_step) == 3
+    resumed = fg_run(restored, train_op, 3)[-1]
+    assert_same(by_tf_name(tf, tmp_path, resumed, opt), trajectory[-1], rtol, atol)
+
+    own = fg_run(opt.init(params()), train_op, 3)[-1]
+    fg_prefix = fg.train.save_tf_checkpoint(str(tmp_path / "own" / "model.ckpt-3"), own, opt)
+    got = tf_run(tf, minimize, 3, restore=fg_prefix)[-1]
+    assert_same(got, trajectory[-1], rtol, atol)

@@ -18,6 +18,10 @@ a TF1 program saves with ``tf.compat.v1.train.Saver()`` (checked by listing
 * ``ExponentialMovingAverage.apply`` makes ``<variable>/ExponentialMovingAverage``, and
   so does tf.contrib.opt's ``MovingAverageOptimizer``, whose averages funcgrad holds in
   the state (:func:`held_averages`);
+* ``tf.contrib.layers.optimize_loss`` builds its optimizer in a variable scope
+  (``OptimizeLoss``, or its ``name``): the slots are ``OptimizeLoss/W/Adam``, the non-slot
+  variables ``OptimizeLoss/beta1_power``, and a float learning rate is the variable
+  ``OptimizeLoss/learning_rate``;
 * ``global_step`` is whatever integer variable the graph made (int64 from
   ``get_or_create_global_step``, int32 from ``tf.Variable(0)``).
 
@@ -125,6 +129,10 @@ class Part(NamedTuple):
     trained: list[bool]
     #: Per variable, per slot: whether the variable has it (``None``: every slot).
     present: list[list[bool]] | None = None
+    #: The variable scope of its slots and non-slots (``"OptimizeLoss/"``), or ``""``.
+    scope: str = ""
+    #: ``optimize_loss``'s float learning rate, the variable ``<scope>learning_rate``.
+    rate: float | None = None
 
 
 class Item(NamedTuple):
@@ -132,8 +140,9 @@ class Item(NamedTuple):
 
     ``key`` is the name before ``name_map`` (what its keys refer to), ``name`` after it
     (``None``: not in the checkpoint, the state's value is kept).  ``what`` says which
-    value: ``"variable"``, ``"slot"``, ``"non_slot"``, ``"global_step"``,
-    ``"loss_scale"``, ``"good_steps"``, ``"average"`` or ``"extra"``; ``part`` and
+    value: ``"variable"``, ``"slot"``, ``"non_slot"``, ``"learning_rate"``,
+    ``"global_step"``, ``"loss_scale"``, ``"good_steps"``, ``"average"`` or ``"extra"``;
+    ``part`` and
     ``number`` say which optimizer and which of its slots or non-slots; ``leaf`` which
     variable (or average).
     """
@@ -174,8 +183,9 @@ def _unsupported(caller: str, optimizer: Any) -> TypeError:
         f"{caller}: the optimizer, a {type(optimizer).__name__}, has no TensorFlow 1.x "
         f"names for its state; the supported optimizers are fg.train's {supported}, every "
         "fg.train.TF1Optimizer subclass (AdamWeightDecayOptimizer, ...), an "
-        "fg.train.OptimizerGroup of them, a MovingAverageOptimizer over one and a "
-        "LossScaleOptimizer over one of these — "
+        "fg.train.OptimizerGroup of them, a MovingAverageOptimizer over one, a "
+        "LossScaleOptimizer over one of these and fg.train.optimize_loss's over any of "
+        "them — "
         "pass the one the TensorFlow run used, with its arguments."
     )
 
@@ -186,6 +196,10 @@ def _parts(
     """The TF1 optimizers ``optimizer`` is made of, and its loss scale if it has one."""
     scale: LossScaleOptimizer | None = None
     at: tuple[int | str, ...] = ()
+    scope, rate = getattr(optimizer, "tf_scope", None), None
+    if isinstance(scope, str):  # optimize_loss's: its optimizer's state, under a scope
+        var_list = optimizer.variables if var_list is None else var_list
+        rate, optimizer = optimizer.tf_learning_rate, optimizer.optimizer
     if isinstance(optimizer, LossScaleOptimizer):
         scale, optimizer, at = optimizer, optimizer.optimizer, ("inner_state",)
     if isinstance(optimizer, MovingAverageOptimizer):
@@ -213,6 +227,8 @@ def _parts(
         if isinstance(member, RMSPropOptimizer) and member.hyperparameters["centered"]:
             kind = _RMSPROP_CENTERED
         parts.append(Part(member, kind, where, trained))
+    if isinstance(scope, str):
+        parts = [part._replace(scope=f"{scope}/", rate=rate) for part in parts]
     return parts, scale
 
 
@@ -340,9 +356,9 @@ def plan(
     _check_state(caller, state, optimizer)
     held = held_averages(state.opt_state)
     _check_ema_state(caller, ema_state, held)
-    averaged = None  # the averages' variables: every one (ema_state), or those trained
-    if held is not None:
-        ema_state = held[1]
+    averaged, shadows = None, ""  # ema_state's: every average, unscoped
+    if held is not None:  # a MovingAverageOptimizer's: those trained, in optimize_loss's scope
+        ema_state, shadows = held[1], parts[0].scope
         pairs = zip(variable_names(state.params), parts[0].trained, strict=True)
         averaged = {v for v, t in pairs if t}
     names = dict(name_map) if isinstance(name_map, Mapping) else {}
@@ -373,9 +389,11 @@ def plan(
                 has = part.present is None or part.present[i][s]
                 if name is not None and part.trained[i] and has:
                     base = part.kind.slot_bases[s] if part.kind.slot_bases else part.kind.base
-                    add(unique(f"{name}/{base}"), "slot", p, s, i)
+                    add(unique(f"{part.scope}{name}/{base}"), "slot", p, s, i)
         for n, base in enumerate(part.kind.non_slots):
-            add(unique(base), "non_slot", p, n)
+            add(unique(part.scope + base), "non_slot", p, n)
+        if part.rate is not None:
+            add(unique(f"{part.scope}learning_rate"), "learning_rate", p)
     add("global_step", "global_step")
     if scale is not None and scale.dynamic:
         add(unique(_LOSS_SCALE[0]), "loss_scale")
@@ -384,7 +402,7 @@ def plan(
         for i, v in enumerate(variable_names(ema_state.average)):
             name = names.get(v, v)
             if name is not None and (averaged is None or v in averaged):
-                add(f"{name}/{_SHADOW}", "average", leaf=i)
+                add(f"{shadows}{name}/{_SHADOW}", "average", leaf=i)
     for k in _check_extras(caller, extras):
         items.append(Item(k, k, "extra"))
     _check_names(caller, items, names, state.params)
@@ -618,6 +636,12 @@ class View:
         """The state of a part's transformation (inside its learning-rate state)."""
         return get(self.state.opt_state, self.parts[part].at).inner_state
 
+    def held_rate(self, part: int) -> Any:
+        """The float learning rate a part's state holds, or ``None`` (a schedule, or an
+        optimizer whose rate is built into its transformation)."""
+        rate_state = get(self.state.opt_state, self.parts[part].at)
+        return getattr(rate_state, "learning_rate", None)
+
     def sign(self, item: Item) -> int:
         """The sign the state holds ``item``'s value with: -1 for RMSProp's momentum."""
         return self.parts[item.part].kind.slots[item.number][1] if item.what == "slot" else 1
@@ -645,6 +669,9 @@ class View:
             paths = self.parts[item.part].kind.non_slot_paths
             path = paths[item.number] if paths else (0, ("beta1_power", "beta2_power")[item.number])
             return get(self.inner(item.part), path)
+        if item.what == "learning_rate":  # the rate the state holds, else optimize_loss's
+            held = self.held_rate(item.part)
+            return jnp.float32(self.parts[item.part].rate) if held is None else held
         if item.what == "global_step":
             return self.state.global_step
         if item.what in ("loss_scale", "good_steps"):

@@ -148,8 +148,10 @@ def restore_tf_checkpoint(
         with the TF run's arguments; an ``fg.train.OptimizerGroup`` of them, listed in
         the order the TensorFlow program built their train ops (which numbers their
         slots); a ``MovingAverageOptimizer`` over a TF1 optimizer (its averages are
-        in the state); or a ``LossScaleOptimizer`` over one of these (or over an
-        optimizer of a group).
+        in the state); a ``LossScaleOptimizer`` over one of these (or over an
+        optimizer of a group); or what ``fg.train.optimize_loss`` returns, whose names
+        are under its scope (``OptimizeLoss/W/Adam``, ``OptimizeLoss/learning_rate``)
+        and whose ``variables`` are the default ``var_list``.
       name_map: funcgrad names to the checkpoint's, for what is named otherwise in
         TensorFlow: a variable (``{"W": "model/W"}``), a full slot or non-slot name —
         formed from the mapped variable name — (``{"W/Adam": "W/Adam_G"}`` for an
@@ -220,6 +222,7 @@ def restore_tf_checkpoint(
     powers: dict[tuple[int, int], float] = {}
     counts = {"global_step": int(state.global_step)}
     restored_extras, scale = {}, None
+    rates: dict[int, jax.Array] = {}
     for item, (_, value) in zip(named, values, strict=True):  # each placed before the next read
         if item.what == "variable":
             variables[item.leaf] = _place(value, variables[item.leaf])
@@ -232,6 +235,9 @@ def restore_tf_checkpoint(
             powers[item.part, item.number] = float(value)
         elif item.what in ("global_step", "good_steps"):
             counts[item.what] = _count(caller, item, value)
+        elif item.what == "learning_rate":  # optimize_loss's variable: a held rate is set
+            if view.held_rate(item.part) is not None:
+                rates[item.part] = _place(value, view.held_rate(item.part))
         elif item.what == "loss_scale":
             scale = _place(value, view.value(item))
         elif item.what == "average":
@@ -270,6 +276,8 @@ def restore_tf_checkpoint(
                 power = _place(np.float32(powers[p, k]), _tf_layout.get(inner, (0, key)))
                 inner = _tf_layout.put(inner, (0, key), power)
         rate_state = _tf_layout.get(opt_state, part.at)._replace(inner_state=inner)
+        if p in rates:
+            rate_state = rate_state._replace(learning_rate=rates[p])
         if rate_state.step is not None:  # a schedule's own update count follows global_step
             count = _place(counts["global_step"], rate_state.step)
             rate_state = rate_state._replace(step=count)
