@@ -633,7 +633,8 @@ def compare_tf_checkpoint(
       path: the checkpoint prefix (or its ``.index``, or a directory: its latest).
       state: the funcgrad state to check.
       optimizer: what made ``state``, as ``restore_tf_checkpoint`` takes it (a TF1
-        optimizer, an ``OptimizerGroup``, a ``LossScaleOptimizer``).
+        optimizer, an ``OptimizerGroup``, a ``MovingAverageOptimizer``, a
+        ``LossScaleOptimizer``).
       ema_state: moving averages to compare with ``<name>/ExponentialMovingAverage``.
       extras: other variables, TensorFlow name to array.
       name_map: funcgrad names to the checkpoint's, as ``restore_tf_checkpoint`` takes it.

@@ -185,13 +185,11 @@ def test_prod_with_a_zero_follows_tensorflow() -> None:
     assert float(jax.grad(lambda v: jax.grad(jnp.prod)(v)[1])(x)[0]) == 3.0  # JAX's
 
 
-# Every optimizer class (LossScaleOptimizer wraps one: its own tests; TF1Optimizer is the
-# base of one), with the arguments each requires besides the learning rate.
-OPTIMIZERS = [
-    n
-    for n in fg.train.__all__
-    if n.endswith("Optimizer") and n not in ("Optimizer", "LossScaleOptimizer", "TF1Optimizer")
-]
+# Every optimizer class (LossScaleOptimizer and MovingAverageOptimizer wrap one: their own
+# tests; TF1Optimizer is the base of one), with the arguments each requires besides the
+# learning rate.
+_NOT_RULES = ("Optimizer", "LossScaleOptimizer", "MovingAverageOptimizer", "TF1Optimizer")
+OPTIMIZERS = [n for n in fg.train.__all__ if n.endswith("Optimizer") and n not in _NOT_RULES]
 _ARGUMENTS = {
     "MomentumOptimizer": {"momentum": 0.9},
     "MomentumWOptimizer": {"weight_decay": 0.01, "momentum": 0.9},

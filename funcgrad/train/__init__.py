@@ -13,7 +13,8 @@ Every public name is importable from here (``fg.train.X``).  Where each concept 
   gradients (noise, multipliers, clipping) before each apply.
 * ``optimizers/``: the TF1 optimizers, the base ``TF1Optimizer`` of a project's own
   (BERT's ``AdamWeightDecayOptimizer`` and tensor2tensor's ``AdafactorOptimizer`` and
-  ``MultistepAdamOptimizer`` are written on it), and the optax transformations that hold
+  ``MultistepAdamOptimizer`` are written on it), tf.contrib.opt's
+  ``MovingAverageOptimizer``, and the optax transformations that hold
   TensorFlow's update rules.
 * ``schedules/``: TensorFlow's learning-rate decays, and the learning rate held in the
   optimizer state (``scale_by_learning_rate``, ``set_learning_rate``).
@@ -52,6 +53,8 @@ from funcgrad.train.optimizers import LARSOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
 from funcgrad.train.optimizers import MomentumWOptimizer
+from funcgrad.train.optimizers import MovingAverageOptimizer
+from funcgrad.train.optimizers import MovingAverageState
 from funcgrad.train.optimizers import MultistepAdamOptimizer
 from funcgrad.train.optimizers import NadamOptimizer
 from funcgrad.train.optimizers import PowerSignOptimizer
@@ -120,6 +123,8 @@ __all__ = [
     "LossScaleState",
     "MomentumOptimizer",
     "MomentumWOptimizer",
+    "MovingAverageOptimizer",
+    "MovingAverageState",
     "MultistepAdamOptimizer",
     "NadamOptimizer",
     "Optimizer",

@@ -72,6 +72,19 @@ def check_state(caller: str, state: Any, call: str) -> None:
     )
 
 
+def wrapper_state(caller: str, state: Any, call: str, kind: type, optimizer: str) -> Any:
+    """``state.opt_state``, after checking that ``state`` is a ``TrainState`` whose
+    ``opt_state`` is a ``kind``, the state of the wrapping ``optimizer`` (its name)."""
+    check_state(caller, state, call)
+    if not isinstance(state.opt_state, kind):
+        raise ValueError(
+            f"{caller}: state.opt_state is a {type(state.opt_state).__name__}, not the "
+            f"{kind.__name__} a {optimizer}'s init makes: this state was made by another "
+            f"optimizer; make it with state = opt.init(params), opt the {optimizer}."
+        )
+    return state.opt_state
+
+
 def check_params(caller: str, params: Any, call: str) -> None:
     """Raise when a ``TrainState`` is passed where the parameters go."""
     if isinstance(params, TrainState):

@@ -15,7 +15,9 @@ a TF1 program saves with ``tf.compat.v1.train.Saver()`` (checked by listing
 * ``MixedPrecisionLossScaleOptimizer`` with a dynamic scale keeps ``current_loss_scale``
   (float32) and ``good_steps`` (int64), a second one ``current_loss_scale_1``, ...; a
   fixed scale keeps nothing;
-* ``ExponentialMovingAverage.apply`` makes ``<variable>/ExponentialMovingAverage``;
+* ``ExponentialMovingAverage.apply`` makes ``<variable>/ExponentialMovingAverage``, and
+  so does tf.contrib.opt's ``MovingAverageOptimizer``, whose averages funcgrad holds in
+  the state (:func:`held_averages`);
 * ``tf.contrib.layers.optimize_loss`` builds its optimizer in a variable scope
   (``OptimizeLoss``, or its ``name``): the slots are ``OptimizeLoss/W/Adam``, the non-slot
   variables ``OptimizeLoss/beta1_power``, and a float learning rate is the variable
@@ -60,6 +62,8 @@ from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers.base import TF1Optimizer
+from funcgrad.train.optimizers.moving_average import MovingAverageOptimizer
+from funcgrad.train.optimizers.moving_average import MovingAverageState
 from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer
@@ -72,6 +76,7 @@ from funcgrad.train.optimizers.tf1 import ProximalGradientDescentOptimizer
 from funcgrad.train.optimizers.tf1 import RMSPropOptimizer
 from funcgrad.train.state import TrainState
 from funcgrad.train.wrappers.loss_scale import LossScaleOptimizer
+from funcgrad.train.wrappers.loss_scale import LossScaleState
 
 #: A slot: the path to its tree in the optimizer's ``inner_state`` (tuple indices and
 #: field names), and the sign funcgrad holds it with.
@@ -178,8 +183,9 @@ def _unsupported(caller: str, optimizer: Any) -> TypeError:
         f"{caller}: the optimizer, a {type(optimizer).__name__}, has no TensorFlow 1.x "
         f"names for its state; the supported optimizers are fg.train's {supported}, every "
         "fg.train.TF1Optimizer subclass (AdamWeightDecayOptimizer, ...), an "
-        "fg.train.OptimizerGroup of them, a LossScaleOptimizer over one of these and "
-        "fg.train.optimize_loss's over any of them — "
+        "fg.train.OptimizerGroup of them, a MovingAverageOptimizer over one, a "
+        "LossScaleOptimizer over one of these and fg.train.optimize_loss's over any of "
+        "them — "
         "pass the one the TensorFlow run used, with its arguments."
     )
 
@@ -196,6 +202,8 @@ def _parts(
         rate, optimizer = optimizer.tf_learning_rate, optimizer.optimizer
     if isinstance(optimizer, LossScaleOptimizer):
         scale, optimizer, at = optimizer, optimizer.optimizer, ("inner_state",)
+    if isinstance(optimizer, MovingAverageOptimizer):
+        optimizer, at = optimizer.optimizer, (*at, "inner_state")
     if isinstance(getattr(optimizer, "group", None), OptimizerGroup):
         optimizer = optimizer.group  # one optimizer of a group: the state is the group's
     if isinstance(optimizer, OptimizerGroup):
@@ -256,9 +264,26 @@ def _check_state(caller: str, state: Any, optimizer: Any) -> None:
         )
 
 
-def _check_ema_state(caller: str, ema_state: Any) -> None:
+def held_averages(opt_state: Any) -> tuple[tuple[str, ...], EmaState] | None:
+    """Where a ``MovingAverageOptimizer``'s averages are in ``opt_state`` (under a loss
+    scale or not), and they; ``None`` for the state of any other optimizer."""
+    at: tuple[str, ...] = ()
+    if isinstance(opt_state, LossScaleState):
+        at, opt_state = ("inner_state",), opt_state.inner_state
+    if isinstance(opt_state, MovingAverageState):
+        return (*at, "ema_state"), opt_state.ema_state
+    return None
+
+
+def _check_ema_state(caller: str, ema_state: Any, held: Any) -> None:
     if ema_state is None:
         return
+    if held is not None:
+        raise ValueError(
+            f"{caller}: ema_state is given, and the MovingAverageOptimizer's state holds "
+            "its own averages under the same names (<variable>/ExponentialMovingAverage); "
+            "leave ema_state out."
+        )
     if not isinstance(ema_state, EmaState):
         raise TypeError(
             f"{caller}: ema_state is a {type(ema_state).__name__}, not an EmaState; pass "
@@ -329,7 +354,13 @@ def plan(
         _check_state(caller, state, optimizer)  # the TypeError, before params is read
     parts, scale = _parts(caller, optimizer, state.params, var_list)
     _check_state(caller, state, optimizer)
-    _check_ema_state(caller, ema_state)
+    held = held_averages(state.opt_state)
+    _check_ema_state(caller, ema_state, held)
+    averaged, shadows = None, ""  # ema_state's: every average, unscoped
+    if held is not None:  # a MovingAverageOptimizer's: those trained, in optimize_loss's scope
+        ema_state, shadows = held[1], parts[0].scope
+        pairs = zip(variable_names(state.params), parts[0].trained, strict=True)
+        averaged = {v for v, t in pairs if t}
     names = dict(name_map) if isinstance(name_map, Mapping) else {}
     bad = [k for k, v in names.items() if not isinstance(k, str) or not isinstance(v, str | None)]
     if not isinstance(name_map, Mapping | None) or bad:
@@ -370,8 +401,8 @@ def plan(
     if ema_state is not None:
         for i, v in enumerate(variable_names(ema_state.average)):
             name = names.get(v, v)
-            if name is not None:
-                add(f"{name}/{_SHADOW}", "average", leaf=i)
+            if name is not None and (averaged is None or v in averaged):
+                add(f"{shadows}{name}/{_SHADOW}", "average", leaf=i)
     for k in _check_extras(caller, extras):
         items.append(Item(k, k, "extra"))
     _check_names(caller, items, names, state.params)
@@ -585,6 +616,10 @@ class View:
     ) -> None:
         self.state, self.parts, self.extras = state, parts, dict(extras or {})
         self.flat = Flat(state.params)
+        held = held_averages(state.opt_state)
+        #: Where the state holds the averages (a ``MovingAverageOptimizer``'s), or ``None``.
+        self.averages_at = held[0] if held is not None else None
+        ema_state = held[1] if held is not None else ema_state
         self.averages = Flat(ema_state.average) if ema_state is not None else None
         #: Per part, per slot: the slot tree's values, one per leaf of ``params`` (``None``
         #: where the variable has no slot), and their structure, that of ``params``.

@@ -36,7 +36,8 @@ Ftrl                                      ``v/Ftrl`` (accumulator), ``v/Ftrl_1``
 A second optimizer of one kind (an ``OptimizerGroup``'s) numbers on: ``v/Adam_2`` and
 ``v/Adam_3`` where it also trains ``v``, ``beta1_power_1`` and ``beta2_power_1``.  A
 ``LossScaleOptimizer`` with ``dynamic=True`` adds ``current_loss_scale`` (float32) and
-``good_steps`` (int64 in TensorFlow, int32 here).
+``good_steps`` (int64 in TensorFlow, int32 here); a ``MovingAverageOptimizer`` adds
+``v/ExponentialMovingAverage`` for each variable its wrapped optimizer trains.
 
 Where funcgrad's state differs from TensorFlow's variables: RMSProp's momentum is held
 with the opposite sign (the learning rate's sign is applied before it); Adam keeps
@@ -146,10 +147,11 @@ def restore_tf_checkpoint(
       optimizer: what made ``state``: one of the nine ``fg.train`` TF1 optimizers, built
         with the TF run's arguments; an ``fg.train.OptimizerGroup`` of them, listed in
         the order the TensorFlow program built their train ops (which numbers their
-        slots); a ``LossScaleOptimizer`` over one of these (or over an optimizer of
-        a group); or what ``fg.train.optimize_loss`` returns, whose names are under its
-        scope (``OptimizeLoss/W/Adam``, ``OptimizeLoss/learning_rate``) and whose
-        ``variables`` are the default ``var_list``.
+        slots); a ``MovingAverageOptimizer`` over a TF1 optimizer (its averages are
+        in the state); a ``LossScaleOptimizer`` over one of these (or over an
+        optimizer of a group); or what ``fg.train.optimize_loss`` returns, whose names
+        are under its scope (``OptimizeLoss/W/Adam``, ``OptimizeLoss/learning_rate``)
+        and whose ``variables`` are the default ``var_list``.
       name_map: funcgrad names to the checkpoint's, for what is named otherwise in
         TensorFlow: a variable (``{"W": "model/W"}``), a full slot or non-slot name —
         formed from the mapped variable name — (``{"W/Adam": "W/Adam_G"}`` for an
@@ -186,7 +188,8 @@ def restore_tf_checkpoint(
         checkpoint (every CRC32C is checked); Adam's powers do not come from the
         optimizer's betas; ``global_step`` exceeds int32; ``name_map`` names nothing;
         two values have one TensorFlow name (two leaves of ``params`` with one path
-        name, or a ``name_map`` giving one name twice); ``ema_state`` is zero-debiased;
+        name, or a ``name_map`` giving one name twice); ``ema_state`` is zero-debiased,
+        or given with a ``MovingAverageOptimizer`` (its state holds the averages);
         ``name_map`` keeps one of Adam's two powers and reads the other.
       TypeError: ``optimizer`` is not one of the supported ones (a plain
         ``fg.train.Optimizer`` of an optax transformation, a wrapped one), ``state`` is
@@ -287,9 +290,14 @@ def restore_tf_checkpoint(
     params = view.flat.replaced(variables)
     global_step = _place(counts["global_step"], state.global_step)
     restored = TrainState(params, opt_state, global_step)
+    ema = EmaState(view.averages.replaced(averages)) if view.averages is not None else None
+    if view.averages_at is not None:  # a MovingAverageOptimizer's, in the state
+        restored = restored._replace(
+            opt_state=_tf_layout.put(restored.opt_state, view.averages_at, ema)
+        )
+        ema = None
     if ema_state is None and extras is None:
         return restored
-    ema = EmaState(view.averages.replaced(averages)) if view.averages is not None else None
     return restored, ema, restored_extras
 
 

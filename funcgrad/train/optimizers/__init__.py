@@ -7,6 +7,8 @@ that hold TensorFlow's update rules where optax's differ.
   ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer``,
   ``NadamOptimizer``, ``LARSOptimizer``, ``AddSignOptimizer``, ``PowerSignOptimizer``, the
   sign decays, ``AdamWOptimizer`` and ``MomentumWOptimizer``.
+* ``moving_average``: ``tf.contrib.opt``'s ``MovingAverageOptimizer``, moving averages of
+  the variables any optimizer trains.
 * ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and ``MultistepAdamOptimizer``,
   written on ``base``.
 * ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
@@ -21,6 +23,7 @@ from funcgrad.train.optimizers import albert
 from funcgrad.train.optimizers import base
 from funcgrad.train.optimizers import bert
 from funcgrad.train.optimizers import contrib
+from funcgrad.train.optimizers import moving_average
 from funcgrad.train.optimizers import tensor2tensor
 from funcgrad.train.optimizers import tf1
 from funcgrad.train.optimizers import transforms
@@ -39,6 +42,10 @@ from funcgrad.train.optimizers.contrib import PowerSignOptimizer as PowerSignOpt
 from funcgrad.train.optimizers.contrib import get_cosine_decay_fn as get_cosine_decay_fn
 from funcgrad.train.optimizers.contrib import get_linear_decay_fn as get_linear_decay_fn
 from funcgrad.train.optimizers.contrib import get_restart_decay_fn as get_restart_decay_fn
+from funcgrad.train.optimizers.moving_average import (
+    MovingAverageOptimizer as MovingAverageOptimizer,
+)
+from funcgrad.train.optimizers.moving_average import MovingAverageState as MovingAverageState
 from funcgrad.train.optimizers.tensor2tensor import AdafactorOptimizer as AdafactorOptimizer
 from funcgrad.train.optimizers.tensor2tensor import MultistepAdamOptimizer as MultistepAdamOptimizer
 from funcgrad.train.optimizers.tensor2tensor import (
@@ -74,6 +81,7 @@ __all__ = (
     + base.__all__
     + bert.__all__
     + contrib.__all__
+    + moving_average.__all__
     + tensor2tensor.__all__
     + tf1.__all__
     + transforms.__all__

@@ -523,12 +523,4 @@ def _check_opt(caller: str, opt: Any) -> None:
 
 def _loss_scale_state(caller: str, state: Any, call: str) -> LossScaleState:
     """``state.opt_state``, after checking that it is a ``LossScaleOptimizer``'s."""
-    _habits.check_state(caller, state, call)
-    if not isinstance(state.opt_state, LossScaleState):
-        raise ValueError(
-            f"{caller}: state.opt_state is a {type(state.opt_state).__name__}, not the "
-            "LossScaleState a LossScaleOptimizer's init makes: this state was made by "
-            "another optimizer; make it with state = opt.init(params), opt the "
-            "LossScaleOptimizer."
-        )
-    return state.opt_state
+    return _habits.wrapper_state(caller, state, call, LossScaleState, "LossScaleOptimizer")
