@@ -257,3 +257,9 @@ def test_microbatches_average_once_per_step() -> None:
         opt, loss, opt.init({"w": jnp.ones(2)}), x, num_microbatches=2
     )
     chex.assert_trees_all_close(split, whole, rtol=1e-6)
+
+
+def test_a_group_refuses_it_as_a_member() -> None:
+    opt = fg.train.MovingAverageOptimizer(fg.train.GradientDescentOptimizer(0.1))
+    with pytest.raises(TypeError, match=r"a= is MovingAverageOptimizer, which wraps an optimizer"):
+        fg.train.OptimizerGroup(a=opt)

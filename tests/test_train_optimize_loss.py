@@ -423,7 +423,10 @@ def test_over_a_group_member_and_inside_a_loss_scale_optimizer():
     state, _ = scaled.minimize(squares, scaled.init(both))
     np.testing.assert_allclose(state.params["W"], 0.9, rtol=1e-6)
     np.testing.assert_array_equal(state.params["b"], both["b"])
-    with pytest.raises(TypeError, match=r"a= is _OptimizeLoss; pass an fg\.train optimizer"):
+    with pytest.raises(
+        TypeError,
+        match=r"a= is _OptimizeLoss, which wraps an optimizer: put the optimizer it wraps",
+    ):
         fg.train.OptimizerGroup(a=fg.train.optimize_loss(0.1, "SGD"))
 
 

@@ -189,6 +189,11 @@ class OptimizerGroup(Mapping[str, Optimizer]):
             opt, var_list = entry if isinstance(entry, tuple) and len(entry) == 2 else (entry, None)
             if isinstance(opt, Optimizer) and hasattr(opt, "tx"):  # not a LossScaleOptimizer
                 members[name] = _Member(self, name, opt, var_list)
+            elif isinstance(opt, Optimizer):
+                problems.append(
+                    f"{name}= is {type(opt).__name__}, which wraps an optimizer: put the "
+                    "optimizer it wraps in the group (its docs say how it goes with a group)"
+                )
             else:
                 problems.append(f"{name}= is {type(entry).__name__}")
         _checks.raise_collected(
