@@ -33,3 +33,22 @@ def doctest_names(doctest_namespace: dict) -> None:
 def variant(request: pytest.FixtureRequest):
     """Run a test both traced under ``jax.jit`` and eagerly, as ``chex.variants`` does."""
     return request.param
+
+
+@pytest.fixture
+def printed_jaxprs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one each time a jaxpr is printed (``str`` of a jaxpr).
+
+    JAX names a traced callable that has no code (a ``functools.partial``, the function
+    ``jax.vjp`` returns) by its ``str()``, which prints every jaxpr it holds: on a
+    model, a good part of the trace time, for a name.
+    """
+    printed: list[int] = []
+    pretty_print = jax.extend.core.Jaxpr.pretty_print
+
+    def counted(*args: object, **kwargs: object) -> str:
+        printed.append(1)
+        return pretty_print(*args, **kwargs)
+
+    monkeypatch.setattr(jax.extend.core.Jaxpr, "pretty_print", counted)
+    return printed

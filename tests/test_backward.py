@@ -90,3 +90,10 @@ def test_a_shard_map_in_the_backward_pass_is_re_emitted():
         got = jax.jit(lambda w, x: fg.gradients(inner, [w, x]))(W, x)
         want = jax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w)), (0, 1))(W, x)
     chex.assert_trees_all_close(got, list(want), rtol=1e-5, atol=1e-6)
+
+
+def test_tracing_the_backward_pass_prints_no_jaxpr(printed_jaxprs):
+    # JAX names a traced callable without code by its str(), which for the function
+    # jax.vjp returns prints its whole linear jaxpr: seconds of trace time on a model.
+    jax.jit(lambda w: fg.gradients(_loss, [w, X])[0]).trace(W)
+    assert not printed_jaxprs

@@ -136,6 +136,14 @@ def test_rewritten_jit_keeps_its_name() -> None:
     assert eqn.params["name"] == "scaled_sign"
 
 
+def test_following_a_jit_prints_no_jaxpr(printed_jaxprs) -> None:
+    # JAX names a callable without code by its str(); the followed jit's body is a
+    # partial over its jaxpr and constants, which would be printed whole.
+    g = fg.gradient_override_map(lambda x: jax.jit(jnp.sign)(x), {"Sign": "Identity"})
+    np.testing.assert_array_equal(jax.grad(lambda x: jnp.sum(g(x)))(X), jnp.ones_like(X))
+    assert not printed_jaxprs
+
+
 def test_custom_jvp_body_is_not_followed() -> None:
     # jax.nn.relu is max(x, 0) inside a custom_jvp whose own rule gives its derivative.
     x = jnp.array([-1.0, 2.0])

@@ -40,7 +40,13 @@ def backward(vjp_fn: Callable[[Any], Any], cotangents: Sequence[jax.Array]) -> A
     """``vjp_fn(cotangents)``, with skinny products kept as written on the CPU backend."""
     if jax.default_backend() != "cpu":
         return vjp_fn(cotangents)
-    closed, out_tree = jax.make_jaxpr(vjp_fn, return_shape=True)(cotangents)
+
+    # A plain function: JAX names a traced callable by its code, or else by ``str()``,
+    # which for the function ``jax.vjp`` returns prints its whole linear jaxpr.
+    def pullback(cts: Sequence[jax.Array]) -> Any:
+        return vjp_fn(cts)
+
+    closed, out_tree = jax.make_jaxpr(pullback, return_shape=True)(cotangents)
     outs = _rewrite.evaluate(closed.jaxpr, closed.consts, jax.tree.leaves(cotangents), _emit)
     return jax.tree.unflatten(jax.tree.structure(out_tree), outs)
 

@@ -318,7 +318,12 @@ def with_rule(
 
 def _follow_jit(rw: Rewriter, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
     fun = rw.closed(eqn.params["jaxpr"])
-    named = functools.wraps(fun)(lambda *args: fun(*args))
+
+    # A plain function named as the call: JAX names a callable without code by its
+    # ``str()``, which for ``fun`` prints the whole jaxpr and its constants.
+    def named(*args: Any) -> list[Any]:
+        return fun(*args)
+
     named.__name__ = named.__qualname__ = eqn.params.get("name", "jit")
     jitted = jax.jit(
         named, inline=eqn.params.get("inline", False), keep_unused=eqn.params["keep_unused"]
