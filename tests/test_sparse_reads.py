@@ -131,6 +131,34 @@ def test_flax_embed_gives_indexed_slices():
     np.testing.assert_allclose(g.to_dense(), dense, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_a_table_cast_whole_then_read_by_rows_gives_indexed_slices(dtype):
+    # TensorFlow's Cast gradient keeps an IndexedSlices and casts its values back.
+    def loss(e):
+        return head(e.astype(dtype)[IDS].astype(jnp.float32), W)
+
+    g = sparse_gradients(loss, TABLE)[0]
+    assert isinstance(g, fg.IndexedSlices)
+    assert g.values.dtype == jnp.float32
+    np.testing.assert_array_equal(g.indices, IDS)
+    rows = jax.grad(head)(TABLE.astype(dtype)[IDS].astype(jnp.float32), W)
+    np.testing.assert_array_equal(g.values, rows.astype(dtype).astype(jnp.float32))
+    np.testing.assert_array_equal(g.to_dense(), jax.grad(loss)(TABLE))
+
+
+def test_flax_embed_computing_in_bfloat16_gives_indexed_slices():
+    model = nn.Embed(V, D, dtype=jnp.bfloat16)  # float32 table, cast whole, then gathered
+    params = model.init(jax.random.key(0), IDS)
+
+    def loss(p):
+        return head(model.apply(p, IDS).astype(jnp.float32), W)
+
+    g = sparse_gradients(loss, params)[0]["params"]["embedding"]
+    assert isinstance(g, fg.IndexedSlices)
+    np.testing.assert_array_equal(g.indices, IDS)
+    np.testing.assert_array_equal(g.to_dense(), jax.grad(loss)(params)["params"]["embedding"])
+
+
 def test_equinox_embedding_gives_indexed_slices():
     layer = eqx.nn.Embedding(V, D, key=jax.random.key(0))
 
@@ -151,7 +179,13 @@ def test_equinox_embedding_gives_indexed_slices():
         pytest.param(lambda e: head(e[IDS], W) + jnp.sum(e), id="gather_and_sum"),
         pytest.param(lambda e: jnp.sum(jnp.take(e, jnp.array([0, 2]), axis=1) ** 2), id="columns"),
         pytest.param(lambda e: jnp.sum(e[3] ** 2), id="static_row"),
-        pytest.param(lambda e: head(e.astype(jnp.bfloat16)[IDS].astype(e.dtype), W), id="cast"),
+        pytest.param(
+            lambda e: (
+                head(e.astype(jnp.bfloat16)[IDS].astype(e.dtype), W)
+                + jnp.sum(e.astype(jnp.bfloat16).astype(e.dtype))
+            ),
+            id="cast_read_by_rows_and_summed",
+        ),
         pytest.param(
             lambda e: jnp.sum(lax.scan(lambda c, i: (c.at[i].mul(2.0), None), e, IDS)[0] ** 2),
             id="scan_carry",

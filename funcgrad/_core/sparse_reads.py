@@ -39,10 +39,15 @@ programs ran) gives ``IndexedSlices``:
   another branch's every-row slot touches all), which no sparse rule tells apart;
 * inside ``shard_map``, the ``pvary`` that marks a replicated table as varying before a
   gather is the table still (its reads' perturbations vary as their outputs do, so no
-  cotangent is summed across devices).
+  cotangent is summed across devices);
+* a cast of the whole table to another floating dtype (``E.astype(jnp.bfloat16)[ids]``,
+  flax's ``nn.Embed(dtype=jnp.bfloat16)``, Keras's mixed-precision reads) is the table
+  still: TensorFlow's ``Cast`` gradient casts an ``IndexedSlices``' values back to the
+  table's dtype and keeps it, and so does funcgrad.
 
 Any other use of a table — a matmul, ``E.sum()``, a gather of columns (TensorFlow's
-``tf.gather`` with ``axis=1`` is dense too), a static slice ``E[3]``, a cast, the table
+``tf.gather`` with ``axis=1`` is dense too), a static slice ``E[3]``, a cast to an
+integer or complex dtype, a cast used any other way (a tied output layer), the table
 as a scan's carry or sequence, a use inside ``while`` (which JAX does not
 reverse-differentiate) / ``custom_jvp`` / ``custom_vjp``, or the table returned as an
 output — makes that table's gradient dense, as TensorFlow sums an ``IndexedSlices``
@@ -184,7 +189,9 @@ class SparseReads:
             return jnp.zeros((math.prod(part.stack) * part.rows, *row), table.dtype)
         s = len(part.stack)
         order = (*range(s), *(s + a for a in part.order))
-        return jnp.reshape(jnp.transpose(cotangent, order), (-1, *row))
+        # a read of a cast table: TensorFlow's Cast gradient casts the values back
+        values = jnp.reshape(jnp.transpose(cotangent, order), (-1, *row))
+        return values.astype(table.dtype)
 
 
 def _read_numbers(parts: Sequence[Part]) -> list[int]:
@@ -244,9 +251,21 @@ def _inner(jaxpr: core.Jaxpr, uses: list[tuple[int, int]], skip: int = 0) -> dic
     return {jaxpr.invars[k - skip]: t for k, t in uses}
 
 
+def _is_alias(eqn: core.JaxprEqn) -> bool:
+    """Whether ``eqn``'s outputs are its table inputs still: a ``pvary`` (``shard_map``
+    marks a replicated table as varying before a gather with varying ids) or a cast
+    between floating dtypes (TensorFlow's ``Cast`` gradient keeps an ``IndexedSlices``)."""
+    name = eqn.primitive.name
+    if name == "pvary":
+        return True
+    if name != "convert_element_type":
+        return False
+    source: Any = eqn.invars[0].aval
+    return all(jnp.issubdtype(d, jnp.floating) for d in (source.dtype, eqn.params["new_dtype"]))
+
+
 def _aliases(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> dict[Any, int]:
-    """The outputs of a ``pvary`` that are tables (``shard_map`` marks a replicated table
-    as varying before a gather with varying ids; the values are the table's)."""
+    """The outputs of an alias equation (:func:`_is_alias`) that are tables."""
     return {eqn.outvars[k]: t for k, t in uses}
 
 
@@ -289,7 +308,7 @@ def _search(
             continue
         if len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
             parts.append(_read(eqn, uses[0][1], stack))
-        elif name == "pvary":
+        elif _is_alias(eqn):
             tables.update(_aliases(eqn, uses))
         elif not _followed(eqn, uses):
             dense.update(t for _, t in uses)
@@ -388,7 +407,7 @@ def _run(
         elif len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
             ids.append(_row_ids(eqn, invals))
             outs = [_rewrite.bind_equation(eqn, invals)[0] + next(deltas)]
-        elif eqn.primitive.name == "pvary":
+        elif _is_alias(eqn):
             tables.update(_aliases(eqn, uses))
             outs = emit(eqn, invals)
         else:  # ``find`` left no other use

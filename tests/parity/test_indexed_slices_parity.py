@@ -142,6 +142,40 @@ def test_other_reads_give_a_dense_gradient_as_tensorflow(tf, run_tf1, tf_loss, f
     _close(fg_e, tf_e)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_table_cast_then_gathered_keeps_tensorflows_indexed_slices(tf, run_tf1, dtype):
+    # Cast's gradient casts an IndexedSlices' values back to the table's dtype (TF's
+    # mixed-precision reads); a cast also used densely gives a dense gradient.
+    def tf_rows(e):
+        return tf.cast(tf.gather(tf.cast(e, dtype), IDS), tf.float32)
+
+    kinds, (tf_e, _) = _tf_gradients(tf, run_tf1, lambda e, w: _head_tf(tf, tf_rows(e), w))
+    fg_e, _ = _fg_gradients(lambda e, w: _head_fg(e.astype(dtype)[IDS].astype(jnp.float32), w))
+    assert kinds[0] == "IndexedSlices"
+    assert isinstance(fg_e, fg.IndexedSlices)
+    assert fg_e.values.dtype == tf_e.values.dtype == np.float32
+    np.testing.assert_array_equal(fg_e.indices, tf_e.indices)
+    # one rounding to the cast dtype of nearly equal float32 numbers: at most one ulp of it
+    np.testing.assert_allclose(fg_e.values, tf_e.values, rtol=2 * float(jnp.finfo(dtype).eps))
+
+    def tf_dense(e, w):
+        c = tf.cast(e, dtype)
+        return _head_tf(tf, tf.cast(tf.gather(c, IDS), tf.float32), w) + tf.reduce_sum(
+            tf.cast(c, tf.float32)
+        )
+
+    kinds, (tf_e, _) = _tf_gradients(tf, run_tf1, tf_dense)
+    fg_e, _ = _fg_gradients(
+        lambda e, w: (
+            _head_fg(e.astype(dtype)[IDS].astype(jnp.float32), w)
+            + jnp.sum(e.astype(dtype).astype(jnp.float32))
+        )
+    )
+    assert kinds[0] != "IndexedSlices"
+    assert not isinstance(fg_e, fg.IndexedSlices)
+    np.testing.assert_allclose(fg_e, tf_e, rtol=2 * float(jnp.finfo(dtype).eps))
+
+
 def test_clip_by_global_norm_of_indexed_slices_with_duplicates(tf, run_tf1):
     """The norm counts each duplicate row (not the summed dense rows), as TensorFlow."""
 
