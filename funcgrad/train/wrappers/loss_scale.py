@@ -105,16 +105,17 @@ def _scaled_loss_fn(
     return scaled
 
 
-def _unscaled(grad: Any, scale: jax.Array) -> Any:
-    """``grad`` times ``1 / scale``, TensorFlow's ``_unscale_grads``: the reciprocal in
-    float32, the product in the wider of float32 and the gradient's dtype, rounded back
-    to the gradient's dtype (TensorFlow's float32 gradients need no rounding)."""
+def _unscaled(grad: Any, inverse: jax.Array) -> Any:
+    """``grad`` times ``inverse`` (``1 / scale`` in float32), TensorFlow's
+    ``_unscale_grads``: the product in the wider of float32 and the gradient's dtype,
+    rounded back to the gradient's dtype (TensorFlow's float32 gradients need no
+    rounding)."""
     if grad is None:
         return None
     if isinstance(grad, IndexedSlices):  # stays sparse, as TF's `g * inv` keeps it
-        return IndexedSlices(_unscaled(grad.values, scale), grad.indices, grad.dense_shape)
+        return IndexedSlices(_unscaled(grad.values, inverse), grad.indices, grad.dense_shape)
     wide = jnp.float32 if jnp.dtype(grad.dtype).itemsize < 4 else grad.dtype
-    return (grad.astype(wide) * (1 / scale).astype(wide)).astype(grad.dtype)
+    return (grad.astype(wide) * inverse.astype(wide)).astype(grad.dtype)
 
 
 def _all_finite(grads: Sequence[Any]) -> jax.Array:
@@ -465,7 +466,8 @@ class LossScaleOptimizer(Optimizer):
         return _scaled_loss_fn(loss_fn, state.opt_state.loss_scale, has_aux)
 
     def _unscaled(self, grads: list[Any], state: Any) -> list[Any]:
-        return [_unscaled(g, state.opt_state.loss_scale) for g in grads]
+        inverse = 1 / state.opt_state.loss_scale  # once, as TF's _unscale_grads
+        return [_unscaled(g, inverse) for g in grads]
 
     def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
         """One step of the wrapped optimizer by unscaled ``grads`` (one per variable),
