@@ -165,7 +165,8 @@ class _OptimizeLoss(Optimizer):
             ]
         factors = self._factors(caller, names)
         grads = [
-            g if g is None or m is None else _scaled(g, m)
+            # an IndexedSlices scales its values by a scalar itself
+            g if g is None or m is None else g * jnp.asarray(m, g.dtype)
             for g, m in zip(grads, factors, strict=True)
         ]
         if isinstance(self.clip, float):
@@ -202,13 +203,6 @@ def _noisy(g: Any, scale: float, key: jax.Array) -> jax.Array:
     dense = g.to_dense() if isinstance(g, IndexedSlices) else g
     noise = jax.random.truncated_normal(key, -2.0, 2.0, dense.shape, jnp.float32)
     return dense + (noise * jnp.float32(scale)).astype(dense.dtype)
-
-
-def _scaled(g: Any, factor: float) -> Any:
-    """``g`` times ``factor`` (an ``IndexedSlices``' values only)."""
-    if isinstance(g, IndexedSlices):
-        return IndexedSlices(g.values * jnp.asarray(factor, g.dtype), g.indices, g.dense_shape)
-    return g * jnp.asarray(factor, g.dtype)
 
 
 def _built(
