@@ -3,9 +3,22 @@
 Strict dtype promotion, ``rank_promotion="raise"``, 8 fake CPU devices and warnings as
 errors (``filterwarnings`` in ``pyproject.toml``).  The root ``conftest.py`` imports this
 module so that the same settings hold for the doctests outside ``tests/``.
+
+Each test process keeps its own XLA compilation cache, shared with the scripts it starts
+(docs pages, examples, benchmarks): most of the suite's time is XLA compiling, and many
+tests compile the same program again (an eager and a jitted run, a fresh optimizer object,
+a page run in-process and as a script).  JAX's persistent cache gives those the executable
+compiled first, keyed by the program, its compile options and devices, JAX's version and
+``XLA_FLAGS``.  One cache per process: JAX writes an entry in place, so a process reading
+another's half-written entry would see a corrupt one.  A cache named by
+``JAX_COMPILATION_CACHE_DIR`` is used instead where one is set.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -19,6 +32,27 @@ import funcgrad
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+_OWN_XLA_CACHE = (
+    None if "JAX_COMPILATION_CACHE_DIR" in os.environ else tempfile.mkdtemp(prefix="funcgrad-xla-")
+)
+if _OWN_XLA_CACHE:
+    atexit.register(shutil.rmtree, _OWN_XLA_CACHE, ignore_errors=True)
+    jax.config.update("jax_compilation_cache_dir", _OWN_XLA_CACHE)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def xla_cache() -> Iterator[None]:
+    """Hands this process's XLA cache to the scripts it starts; removes it at the end."""
+    if not _OWN_XLA_CACHE:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("JAX_COMPILATION_CACHE_DIR", _OWN_XLA_CACHE)
+        env.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+        yield
+    shutil.rmtree(_OWN_XLA_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
