@@ -25,7 +25,9 @@ def _free_port() -> int:
 
 def test_two_processes_equal_one_device_training() -> None:
     address = f"127.0.0.1:{_free_port()}"
-    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parent.parent)}
+    # Two processes at once, so not this test process's XLA cache (tests/conftest.py):
+    # JAX writes an entry in place, and one could read the other's half-written entry.
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parent.parent), "JAX_COMPILATION_CACHE_DIR": ""}
     procs = [
         subprocess.Popen(
             [
