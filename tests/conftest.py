@@ -7,7 +7,7 @@ module so that the same settings hold for the doctests outside ``tests/``.
 Each test process keeps its own XLA compilation cache, shared with the scripts it starts
 (docs pages, examples, benchmarks): most of the suite's time is XLA compiling, and many
 tests compile the same program again (an eager and a jitted run, a fresh optimizer object,
-a page run in-process and as a script).  JAX's persistent cache gives those the executable
+a donated and a re-jitted step).  JAX's persistent cache gives those the executable
 compiled first, keyed by the program, its compile options and devices, JAX's version and
 ``XLA_FLAGS``.  One cache per process: JAX writes an entry in place, so a process reading
 another's half-written entry would see a corrupt one.  A cache named by
