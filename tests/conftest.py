@@ -44,15 +44,12 @@ if _OWN_XLA_CACHE:
 
 @pytest.fixture(autouse=True, scope="session")
 def xla_cache() -> Iterator[None]:
-    """Hands this process's XLA cache to the scripts it starts; removes it at the end."""
-    if not _OWN_XLA_CACHE:
-        yield
-        return
+    """Hands this process's XLA cache to the scripts it starts (``atexit`` removes it)."""
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("JAX_COMPILATION_CACHE_DIR", _OWN_XLA_CACHE)
-        env.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+        if _OWN_XLA_CACHE:
+            env.setenv("JAX_COMPILATION_CACHE_DIR", _OWN_XLA_CACHE)
+            env.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
         yield
-    shutil.rmtree(_OWN_XLA_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
