@@ -218,6 +218,23 @@ def test_a_read_that_does_not_reach_the_loss_adds_no_rows():
     assert_slices(g, IDS, rows_gradient(IDS), jax.grad(loss)(TABLE))
 
 
+@pytest.mark.parametrize("cut_first", [False, True], ids=["cut_second", "cut_first"])
+def test_one_jitted_lookup_called_twice_adds_the_rows_of_the_call_that_reaches_the_loss(
+    cut_first,
+):
+    # Both calls hold the one jaxpr JAX cached for the lookup: the reads are told apart
+    # by the call that holds them.
+    lookup = jax.jit(lambda e, ids: e[ids])
+    other = jnp.array([0, 2, 5, 3], jnp.int32)
+
+    def loss(e):
+        cut = jnp.sum(lax.stop_gradient(lookup(e, other)))
+        return cut + head(lookup(e, IDS), W) if cut_first else head(lookup(e, IDS), W) + cut
+
+    g = sparse_gradients(loss, TABLE)[0]
+    assert_slices(g, IDS, rows_gradient(IDS), jax.grad(loss)(TABLE))
+
+
 def test_a_table_whose_reads_are_all_cut_gets_none():
     g = sparse_gradients(lambda e, w: head(lax.stop_gradient(e[IDS]), w), TABLE, W)
     assert g[0] is None

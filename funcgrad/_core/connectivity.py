@@ -45,6 +45,10 @@ predicate of a ``while`` are data paths here (they decide every output), and car
 gradient.  Recording only adds to what the pass passes back; what is connected is
 decided as without it.
 
+The same pass also tells which equations have a connected output, at any depth
+(:func:`connected_equations`, each named by its :data:`Site`): how ``sparse_reads``
+knows, without tracing again, which gathers of a table reach the loss.
+
 ``sign`` is *not* a cut: TensorFlow registers a zero gradient for ``Sign``, so its
 input stays connected and the gradient is zeros, as there.
 
@@ -114,15 +118,17 @@ _CONNECTED = Reach(True, True)
 
 @dataclasses.dataclass(frozen=True)
 class _Pass:
-    """Where the backward pass is: whether cuts apply, whether it records, the site."""
+    """Where the backward pass is: whether cuts apply, whether it records, the site; and
+    where it collects the sites of the equations with a connected output (if it does)."""
 
     cuts: bool
     record: bool
     site: Site = ()
+    connected: set[Site] | None = dataclasses.field(default=None, compare=False)
 
     def inside(self, eqn: core.JaxprEqn, *, custom: bool = False) -> _Pass:
         """The pass inside ``eqn``'s sub-jaxpr (a custom rule's: without cuts)."""
-        return _Pass(self.cuts and not custom, self.record, (*self.site, eqn))
+        return _Pass(self.cuts and not custom, self.record, (*self.site, eqn), self.connected)
 
 
 class _RaisingBackward:
@@ -187,6 +193,19 @@ def connected_inputs(
     return [r.connected for r in _backward(jaxpr, start, _Pass(cuts, record=False))]
 
 
+def connected_equations(jaxpr: core.Jaxpr, outputs: Sequence[bool]) -> tuple[list[bool], set[Site]]:
+    """:func:`connected_inputs` (with cuts), and the :data:`Site` of each equation, at any
+    depth, with an output that reaches an output flagged in ``outputs``.
+
+    An equation inside a sub-jaxpr is named by the call equations holding it, so one
+    jitted function called twice has a site per call.
+    """
+    start = [_CONNECTED if flag else _UNREACHED for flag in outputs]
+    sites: set[Site] = set()
+    reach = _backward(jaxpr, start, _Pass(cuts=True, record=False, connected=sites))
+    return [r.connected for r in reach], sites
+
+
 def input_reach(jaxpr: core.Jaxpr, outputs: Sequence[bool]) -> list[Reach]:
     """For each input of ``jaxpr``: how it reaches the outputs flagged in ``outputs``.
 
@@ -217,6 +236,8 @@ def _backward(jaxpr: core.Jaxpr, outputs: Sequence[Reach], where: _Pass) -> list
         _merge(reach, var, r, where)
     for eqn in reversed(jaxpr.eqns):
         outs = [reach.get(v, _UNREACHED) for v in eqn.outvars]
+        if where.connected is not None and any(r.connected for r in outs):
+            where.connected.add((*where.site, eqn))
         if any(r.used for r in outs):
             for var, r in zip(eqn.invars, _equation_inputs(eqn, outs, where), strict=True):
                 _merge(reach, var, r, where)

@@ -213,7 +213,7 @@ def differentiate(
     traced = trace(caller, fun, primals, grad_ys, has_aux)
     closed, differentiable, cts = traced.closed, traced.differentiable, traced.cotangents
     n_ys = len(differentiable)
-    reach = _connectivity.connected_inputs(closed.jaxpr, traced.outputs)
+    reach, connected = _connectivity.connected_equations(closed.jaxpr, traced.outputs)
     variables = [i for i, (r, w) in enumerate(zip(reach, wrt, strict=True)) if r and w]
     sparse = _sparse_reads.find(closed, variables if indexed_slices else [])
     dense = [i for i in variables if i not in sparse.tables]
@@ -225,7 +225,9 @@ def differentiate(
         outs, ids = evaluate(args, values[len(dense) :])
         return [o for o, d in zip(outs, differentiable, strict=False) if d], (outs, ids)
 
-    live = _live_inputs(run, inputs, len(dense))
+    # every dense variable, and each read whose output reaches the differentiated outputs
+    live = [*range(len(dense))]
+    live += [len(dense) + k for k, r in enumerate(sparse.reads) if r.site in connected]
 
     def on_live(*values: jax.Array) -> tuple[list[jax.Array], tuple[list[Any], list[Any]]]:
         return run(*replace_at(inputs, live, values))
@@ -285,17 +287,6 @@ def closure_error(subject: str) -> ValueError:
         "argument, and return None as its cotangent from grad_fn for TensorFlow's "
         "answer (a captured tensor gets no gradient through the function)."
     )
-
-
-def _live_inputs(run: Callable[..., Any], inputs: list[Any], n_dense: int) -> list[int]:
-    """The inputs to differentiate: every dense variable, and each read's perturbation
-    that reaches the differentiated outputs (traced once more, only when there is one)."""
-    if len(inputs) == n_dense:
-        return list(range(n_dense))
-    closed, shape = jax.make_jaxpr(run, return_shape=True)(*inputs)
-    outputs = [True] * len(shape[0]) + [False] * (len(closed.jaxpr.outvars) - len(shape[0]))
-    reach = _connectivity.connected_inputs(closed.jaxpr, outputs)
-    return [i for i, r in enumerate(reach) if i < n_dense or r]
 
 
 def _evaluator(

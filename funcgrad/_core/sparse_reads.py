@@ -61,7 +61,10 @@ differentiates with respect to the ``d``s instead of the tables: the cotangent o
 is the cotangent of the gather's output, so no table-sized gradient is ever built and
 a step costs the batch, not the table.  A read whose output does not reach the loss
 contributes no rows (as in TensorFlow, where its gather has no gradient path), nor do
-the rows of zeros it alone brings.
+the rows of zeros it alone brings.  Which reads reach it is read off the same
+connectivity pass that finds the connected inputs: each read keeps its ``site`` (the
+call equations holding it, then itself), so the two calls of one jitted lookup, which
+hold one cached jaxpr, are told apart.
 
 What it assumes: the number of ids is static (it is in every jaxpr).  Ids outside
 ``[0, V)`` cannot be checked inside ``jax.jit``; :func:`check_ids` raises for concrete
@@ -104,6 +107,8 @@ class Read:
     ids: int  # how many ids one iteration reads
     id_dtype: Any
     stack: tuple[int, ...] = ()  # the lengths of the scans around it, outermost first
+    # the read's equation after the call equations holding it (``connectivity.Site``)
+    site: tuple[core.JaxprEqn, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     def zeros(self) -> Any:
         """The perturbation of this read's output, one per iteration: zeros that vary as
@@ -209,7 +214,7 @@ def find(closed: core.ClosedJaxpr, candidates: Sequence[int]) -> SparseReads:
     jaxpr = closed.jaxpr
     tables = {jaxpr.invars[t]: t for t in candidates if jaxpr.invars[t].aval.ndim >= 1}
     dense: set[int] = set()
-    _search(jaxpr, tables, (), [], dense)
+    _search(jaxpr, tables, (), (), [], dense)
     sparse = {v: t for v, t in tables.items() if t not in dense}
     return SparseReads(closed, list(sparse.values()), _parts(jaxpr, sparse))
 
@@ -287,7 +292,7 @@ def _followed(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> bool:
 def _parts(jaxpr: core.Jaxpr, tables: dict[Any, int]) -> list[Part]:
     """The parts of ``tables``' gradients in ``jaxpr`` (no table of which is dense)."""
     parts: list[Part] = []
-    _search(jaxpr, tables, (), parts, set())
+    _search(jaxpr, tables, (), (), parts, set())
     return parts
 
 
@@ -295,11 +300,13 @@ def _search(
     jaxpr: core.Jaxpr,
     tables: dict[Any, int],
     stack: tuple[int, ...],
+    site: tuple[core.JaxprEqn, ...],
     parts: list[Part],
     dense: set[int],
 ) -> None:
     """Append the parts of ``tables``' gradients in ``jaxpr`` (inside scans of lengths
-    ``stack``) to ``parts``; add to ``dense`` each table used any other way."""
+    ``stack``, inside the call equations ``site``) to ``parts``; add to ``dense`` each
+    table used any other way."""
     tables = dict(tables)
     for eqn in jaxpr.eqns:
         uses = _uses(eqn, tables)
@@ -307,35 +314,41 @@ def _search(
         if not uses:
             continue
         if len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
-            parts.append(_read(eqn, uses[0][1], stack))
+            parts.append(_read(eqn, uses[0][1], stack, site))
         elif _is_alias(eqn):
             tables.update(_aliases(eqn, uses))
         elif not _followed(eqn, uses):
             dense.update(t for _, t in uses)
         elif name == "scan":
             start, body = len(parts), eqn.params["jaxpr"].jaxpr
-            _search(body, _inner(body, uses), (*stack, eqn.params["length"]), parts, dense)
+            inner_stack = (*stack, eqn.params["length"])
+            _search(body, _inner(body, uses), inner_stack, (*site, eqn), parts, dense)
             parts.extend(_zeros(eqn, uses, parts, start, stack))
         elif name == "cond":
             for branch in eqn.params["branches"]:
                 start = len(parts)
-                _search(branch.jaxpr, _inner(branch.jaxpr, uses, 1), stack, parts, dense)
+                tables_in = _inner(branch.jaxpr, uses, 1)
+                _search(branch.jaxpr, tables_in, stack, (*site, eqn), parts, dense)
                 parts.extend(_zeros(eqn, uses, parts, start, stack))
         else:
             inner = _called(eqn)
-            _search(inner, _inner(inner, uses), stack, parts, dense)
+            _search(inner, _inner(inner, uses), stack, (*site, eqn), parts, dense)
     for v in jaxpr.outvars:
         if isinstance(v, core.Var) and v in tables:
             dense.add(tables[v])
 
 
-def _read(eqn: core.JaxprEqn, table: int, stack: tuple[int, ...]) -> Read:
+def _read(
+    eqn: core.JaxprEqn, table: int, stack: tuple[int, ...], site: tuple[core.JaxprEqn, ...]
+) -> Read:
     out: Any = eqn.outvars[0].aval
     indices: Any = eqn.invars[1].aval
     vma = tuple(sorted(getattr(getattr(out, "manual_axis_type", None), "varying", ())))
     ids = 1 if eqn.primitive.name == "dynamic_slice" else math.prod(indices.shape[:-1])
     order = _batch_first(eqn)
-    return Read(table, tuple(out.shape), out.dtype, order, vma, ids, indices.dtype, stack)
+    return Read(
+        table, tuple(out.shape), out.dtype, order, vma, ids, indices.dtype, stack, (*site, eqn)
+    )
 
 
 def _zeros(
