@@ -14,8 +14,10 @@ same work, not the same numbers).
 Each repeat clears JAX's caches and measures both forms, one after the other (the order
 alternates from repeat to repeat): the trace (``jax.jit(step).trace``) in wall-clock and
 in this process's CPU time (tracing is single-threaded Python, so on a shared machine its
-CPU time is the steadier figure), the lowering, the XLA compile, and the first call of a
-fresh ``jax.jit`` (trace, compile and run).  The same for the gradients alone:
+CPU time is the steadier figure; Python's garbage collector is off during it, as in
+``timeit``, so that no collection of earlier repeats' garbage lands on one side), the
+lowering, the XLA compile, and the first call of a fresh ``jax.jit`` (trace, compile and
+run).  The same for the gradients alone:
 ``compute_gradients`` against ``jax.grad`` of the scaled loss, unscaled (trace only).
 Printed: the medians and interquartile ranges of each side and of the per-repeat ratios
 funcgrad / JAX.
@@ -26,6 +28,7 @@ funcgrad / JAX.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -166,9 +169,14 @@ def _measure(make: Callable[[], Callable[..., Any]], args: tuple[Any, ...], full
     ``full`` to lower and compile it and to make a fresh ``jax.jit``'s first call; JAX's
     caches are cleared before each."""
     jax.clear_caches()
-    w0, c0 = time.perf_counter(), time.process_time()
-    traced = jax.jit(make()).trace(*args)
-    w1, c1 = time.perf_counter(), time.process_time()
+    gc.collect()  # as timeit: no collection of earlier runs' garbage inside the timing
+    gc.disable()
+    try:
+        w0, c0 = time.perf_counter(), time.process_time()
+        traced = jax.jit(make()).trace(*args)
+        w1, c1 = time.perf_counter(), time.process_time()
+    finally:
+        gc.enable()
     out = {"trace, CPU": c1 - c0, "trace, wall": w1 - w0}
     if not full:
         return out
