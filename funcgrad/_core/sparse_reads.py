@@ -88,6 +88,7 @@ from jax import lax
 from jax.extend import core
 
 from funcgrad._core import rewrite as _rewrite
+from funcgrad._core.connectivity import Site
 from funcgrad.indexed_slices import IndexedSlices
 
 #: Re-emits one equation (the cut rewriter's, or a plain bind).
@@ -107,8 +108,8 @@ class Read:
     ids: int  # how many ids one iteration reads
     id_dtype: Any
     stack: tuple[int, ...] = ()  # the lengths of the scans around it, outermost first
-    # the read's equation after the call equations holding it (``connectivity.Site``)
-    site: tuple[core.JaxprEqn, ...] = dataclasses.field(default=(), compare=False, repr=False)
+    # the read's equation after the call equations holding it
+    site: Site = dataclasses.field(default=(), compare=False, repr=False)
 
     def zeros(self) -> Any:
         """The perturbation of this read's output, one per iteration: zeros that vary as
@@ -214,7 +215,7 @@ def find(closed: core.ClosedJaxpr, candidates: Sequence[int]) -> SparseReads:
     jaxpr = closed.jaxpr
     tables = {jaxpr.invars[t]: t for t in candidates if jaxpr.invars[t].aval.ndim >= 1}
     dense: set[int] = set()
-    _search(jaxpr, tables, (), (), [], dense)
+    _search(jaxpr, tables, (), [], dense)
     sparse = {v: t for v, t in tables.items() if t not in dense}
     return SparseReads(closed, list(sparse.values()), _parts(jaxpr, sparse))
 
@@ -292,21 +293,19 @@ def _followed(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> bool:
 def _parts(jaxpr: core.Jaxpr, tables: dict[Any, int]) -> list[Part]:
     """The parts of ``tables``' gradients in ``jaxpr`` (no table of which is dense)."""
     parts: list[Part] = []
-    _search(jaxpr, tables, (), (), parts, set())
+    _search(jaxpr, tables, (), parts, set())
     return parts
 
 
 def _search(
     jaxpr: core.Jaxpr,
     tables: dict[Any, int],
-    stack: tuple[int, ...],
-    site: tuple[core.JaxprEqn, ...],
+    site: Site,
     parts: list[Part],
     dense: set[int],
 ) -> None:
-    """Append the parts of ``tables``' gradients in ``jaxpr`` (inside scans of lengths
-    ``stack``, inside the call equations ``site``) to ``parts``; add to ``dense`` each
-    table used any other way."""
+    """Append the parts of ``tables``' gradients in ``jaxpr`` (inside the call equations
+    ``site``) to ``parts``; add to ``dense`` each table used any other way."""
     tables = dict(tables)
     for eqn in jaxpr.eqns:
         uses = _uses(eqn, tables)
@@ -314,38 +313,40 @@ def _search(
         if not uses:
             continue
         if len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
-            parts.append(_read(eqn, uses[0][1], stack, site))
+            parts.append(_read(eqn, uses[0][1], site))
         elif _is_alias(eqn):
             tables.update(_aliases(eqn, uses))
         elif not _followed(eqn, uses):
             dense.update(t for _, t in uses)
         elif name == "scan":
             start, body = len(parts), eqn.params["jaxpr"].jaxpr
-            inner_stack = (*stack, eqn.params["length"])
-            _search(body, _inner(body, uses), inner_stack, (*site, eqn), parts, dense)
-            parts.extend(_zeros(eqn, uses, parts, start, stack))
+            _search(body, _inner(body, uses), (*site, eqn), parts, dense)
+            parts.extend(_zeros(eqn, uses, parts, start, site))
         elif name == "cond":
             for branch in eqn.params["branches"]:
                 start = len(parts)
-                tables_in = _inner(branch.jaxpr, uses, 1)
-                _search(branch.jaxpr, tables_in, stack, (*site, eqn), parts, dense)
-                parts.extend(_zeros(eqn, uses, parts, start, stack))
+                _search(branch.jaxpr, _inner(branch.jaxpr, uses, 1), (*site, eqn), parts, dense)
+                parts.extend(_zeros(eqn, uses, parts, start, site))
         else:
             inner = _called(eqn)
-            _search(inner, _inner(inner, uses), stack, (*site, eqn), parts, dense)
+            _search(inner, _inner(inner, uses), (*site, eqn), parts, dense)
     for v in jaxpr.outvars:
         if isinstance(v, core.Var) and v in tables:
             dense.add(tables[v])
 
 
-def _read(
-    eqn: core.JaxprEqn, table: int, stack: tuple[int, ...], site: tuple[core.JaxprEqn, ...]
-) -> Read:
+def _scan_lengths(site: Site) -> tuple[int, ...]:
+    """The lengths of the scans among the call equations ``site``, outermost first."""
+    return tuple(e.params["length"] for e in site if e.primitive.name == "scan")
+
+
+def _read(eqn: core.JaxprEqn, table: int, site: Site) -> Read:
     out: Any = eqn.outvars[0].aval
     indices: Any = eqn.invars[1].aval
     vma = tuple(sorted(getattr(getattr(out, "manual_axis_type", None), "varying", ())))
     ids = 1 if eqn.primitive.name == "dynamic_slice" else math.prod(indices.shape[:-1])
     order = _batch_first(eqn)
+    stack = _scan_lengths(site)
     return Read(
         table, tuple(out.shape), out.dtype, order, vma, ids, indices.dtype, stack, (*site, eqn)
     )
@@ -356,11 +357,12 @@ def _zeros(
     uses: list[tuple[int, int]],
     parts: list[Part],
     start: int,
-    stack: tuple[int, ...],
+    site: Site,
 ) -> list[Zeros]:
     """TensorFlow 1.x's rows of zeros for each table read in ``parts[start:]``, the
     reads of a ``scan``'s body (a ``while_loop``'s accumulator row) or of a ``cond``'s
-    branch (the whole table, when the branch is not taken)."""
+    branch (the whole table, when the branch is not taken); ``eqn`` is inside the call
+    equations ``site``."""
     out = []
     for k, t in uses:
         owners = tuple(
@@ -371,7 +373,7 @@ def _zeros(
         table: Any = eqn.invars[k].aval
         if owners:
             rows = 1 if eqn.primitive.name == "scan" else table.shape[0]
-            out.append(Zeros(t, rows, owners, stack))
+            out.append(Zeros(t, rows, owners, _scan_lengths(site)))
     return out
 
 
