@@ -11,7 +11,8 @@ clip_by_global_norm, adamw)``, the loss scaled, the gradients unscaled, a non-fi
 skipped and the scale adjusted by hand (optax's AdamW puts epsilon where optax does: the
 same work, not the same numbers).
 
-Each repeat clears JAX's caches and measures both forms, one after the other (the order
+Each repeat builds both forms anew (the optimizers and their ``init``, as a program
+starts), clears JAX's caches and measures them, one after the other (the order
 alternates from repeat to repeat): the trace (``jax.jit(step).trace``) in wall-clock and
 in this process's CPU time (tracing is single-threaded Python, so on a shared machine its
 CPU time is the steadier figure; Python's garbage collector is off during it, as in
@@ -220,17 +221,19 @@ def main() -> None:
     ids = jax.random.randint(jax.random.key(1), (args.batch, args.seq), 0, args.vocab)
     targets = jnp.roll(ids, -1, axis=1)
     params = model.init(jax.random.key(0), ids)["params"]
-    funcs = make_steps(model)
-    states = [init(params) for init in funcs.pop("init")]
     n_params = sum(x.size for x in jax.tree.leaves(params))
     print(
         f"jax {jax.__version__}, flax {flax.__version__}, device {jax.devices()[0].device_kind}; "
         f"{n_params:,} parameters, batch {args.batch} x {args.seq}, {args.repeats} repeats"
     )
     # times[what][phase][side]: one sample per repeat
-    times: dict[str, dict[str, tuple[list[float], list[float]]]] = {w: {} for w in funcs}
+    times: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     for r in range(args.repeats):
+        # both sides anew each repeat, as a program starts: the optimizers, then their init
+        funcs = make_steps(model)
+        states = [init(params) for init in funcs.pop("init")]
         for what, pair in funcs.items():
+            times.setdefault(what, {})
             full = what == "step" and not args.trace_only
             sides = [0, 1] if r % 2 == 0 else [1, 0]
             for side in sides:

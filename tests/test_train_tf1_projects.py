@@ -169,6 +169,58 @@ def test_the_sparse_rule_sees_the_summed_rows_and_the_name() -> None:
     np.testing.assert_allclose(state.params["emb"], want, rtol=1e-6)
 
 
+def test_prepare_runs_once_per_step_and_every_rule_reads_its_values() -> None:
+    prepared, seen = [], []
+
+    class Shared(fg.train.TF1Optimizer):
+        def _prepare(self, step):
+            prepared.append(step.name)
+            return {"rate": 2 * step.learning_rate}
+
+        def _apply_dense(self, grad, var, slots, step):
+            seen.append(("dense", step.name))
+            return var - step.prepared["rate"] * grad, {}
+
+        def _apply_sparse(self, grad, var, slots, step):
+            seen.append(("sparse", step.name))
+            return var.at[grad.indices].add(-step.prepared["rate"] * grad.values), {}
+
+        def _finish(self, non_slots, step):
+            seen.append(("finish", float(step.prepared["rate"])))
+            return non_slots
+
+    opt = Shared(0.25)
+    state = opt.init(PARAMS)
+    gvs = opt.compute_gradients(_loss, state.params)
+    new = opt.apply_gradients(gvs, state)
+    # once for the dense rules (and _finish), once for the sparse rule: name "" both times
+    assert prepared == ["", ""]
+    assert sorted(seen) == [
+        ("dense", "dense/bias"), ("dense", "dense/kernel"), ("finish", 0.5), ("sparse", "emb"),
+    ]  # fmt: skip
+    dense = jax.tree.map(lambda g: g.to_dense() if isinstance(g, fg.IndexedSlices) else g, gvs)
+    for (g, v), got in zip(dense, jax.tree.leaves(new.params), strict=True):
+        np.testing.assert_allclose(got, v - 0.5 * g, rtol=1e-6)
+
+
+def test_a_step_after_init_does_not_trace_the_optimizers_init_again() -> None:
+    # init records the structure of its state; the step checks the state against it
+    inits = []
+    counted = optax.GradientTransformation(
+        lambda p: inits.append(1) or optax.sgd(0.1).init(p), optax.sgd(0.1).update
+    )
+    opt = fg.train.Optimizer(counted)
+    state = opt.init({"w": jnp.ones(3)})
+    jax.jit(lambda s: opt.minimize(lambda p: jnp.sum(p["w"] ** 2), s)[0]).trace(state)
+    assert len(inits) == 1
+    other = fg.train.Optimizer(counted)  # no init of its own: it traces tx.init once
+    jax.jit(lambda s: other.minimize(lambda p: jnp.sum(p["w"] ** 2), s)[0]).trace(state)
+    jax.jit(lambda s: other.minimize(lambda p: jnp.sum(p["w"] ** 2), s)[0]).trace(state)
+    assert len(inits) == 2
+    with pytest.raises(ValueError, match=r"state\.opt_state was not made by this optimizer"):
+        fg.train.AdamOptimizer(0.1).minimize(lambda p: jnp.sum(p["w"] ** 2), state)
+
+
 def test_without_a_sparse_rule_the_dense_rule_gets_the_dense_gradient() -> None:
     opt = fg.train.AdamWeightDecayOptimizer(0.1)
     state = opt.init(PARAMS)

@@ -132,10 +132,11 @@ def _kinds(opt_state: Any) -> str:
     return ", ".join(dict.fromkeys(found)) or f"a {type(opt_state).__name__}"
 
 
-def check_slots(caller: str, slots: Any, expected: Any, call: str) -> None:
-    """Raise unless ``slots`` has the structure of ``expected`` (``tx.init``'s shapes)."""
-    if jax.tree.structure(slots) == jax.tree.structure(expected):  # type: ignore[operator]
+def check_slots(caller: str, slots: Any, structure: Any, call: str) -> None:
+    """Raise unless ``slots`` has ``structure``, the tree structure of ``tx.init``'s state."""
+    if jax.tree.structure(slots) == structure:
         return
+    expected = jax.tree.unflatten(structure, [0] * structure.num_leaves)
     if isinstance(slots, dict) and not isinstance(expected, dict):
         raise ValueError(
             f"{caller}: state.opt_state holds {_kinds(slots)} — the state of an "

@@ -145,6 +145,7 @@ def apply(
     tx: optax.GradientTransformation,
     rule: SparseRule,
     dense_step: DenseStep,
+    init_structure: Callable[[list[bool]], Any],
     flat: Flat,
     trained: list[bool],
     grads: Sequence[Any],
@@ -153,13 +154,14 @@ def apply(
 ) -> tuple[list[Any], Any]:
     """One step: dense gradients through ``tx``, ``IndexedSlices`` ones by ``rule``.
 
-    Returns the new variables (one per variable) and the new optax state.
+    ``init_structure(mask)`` is the tree structure of ``tx.init`` over the variables
+    ``mask`` selects.  Returns the new variables (one per variable) and the new optax state.
     """
     sparse = [t and isinstance(g, IndexedSlices) for g, t in zip(grads, trained, strict=True)]
     owners = _owners(tx, flat, trained, slots)
     leaves, treedef = jax.tree.flatten(slots)
     dense = [t and not s for t, s in zip(trained, sparse, strict=True)]
-    dense_def = jax.tree.structure(jax.eval_shape(tx.init, flat.with_holes(dense)))
+    dense_def = init_structure(dense)
     kept = [x for x, o in zip(leaves, owners, strict=True) if o < 0 or not sparse[o]]
     new, dense_slots = dense_step(
         flat,

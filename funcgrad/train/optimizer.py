@@ -121,8 +121,30 @@ class Optimizer:
         """
         caller = self._caller("init(params)")
         _habits.check_params(caller, params, "state = opt.init(state.params)")
-        slots = self.tx.init(Flat(params).with_holes(self._trained(caller, params)))
+        flat, trained = Flat(params), self._trained(caller, params)
+        slots = self.tx.init(flat.with_holes(trained))
+        self._remember_structure(flat, trained, jax.tree.structure(slots))
         return TrainState(params, slots, jnp.zeros([], jnp.int32))
+
+    def _init_structure(self, flat: Flat, trained: list[bool]) -> Any:
+        """The tree structure of ``tx.init`` over the ``trained`` variables of ``flat``.
+
+        ``init`` records it, and so does the first call for other variables (by their
+        pytree structure, shapes and dtypes): a step traced after ``init`` finds its
+        state's expected structure without tracing ``tx.init`` again.
+        """
+        key = _structure_key(flat, trained)
+        found = self.__dict__.get("_structures", {}).get(key)
+        if found is None:
+            found = jax.tree.structure(jax.eval_shape(self.tx.init, flat.with_holes(trained)))
+            self._remember_structure(flat, trained, found)
+        return found
+
+    def _remember_structure(self, flat: Flat, trained: list[bool], structure: Any) -> None:
+        known: dict[Any, Any] = self.__dict__.setdefault("_structures", {})
+        if len(known) >= _KNOWN_STRUCTURES:
+            known.pop(next(iter(known)))
+        known[_structure_key(flat, trained)] = structure
 
     def _selected(self, caller: str, params: PyTree, var_list: VarList) -> list[bool]:
         """Per variable, whether a call with ``var_list`` differentiates it."""
@@ -393,8 +415,7 @@ class Optimizer:
         if all(g is None for g, _ in kept):
             raise _pairs.no_gradients(caller, [n for n, t in zip(names, trained, strict=True) if t])
         slots = self._slots(caller, state)
-        expected = jax.eval_shape(self.tx.init, flat.with_holes(trained))
-        _habits.check_slots(caller, slots, expected, call)
+        _habits.check_slots(caller, slots, self._init_structure(flat, trained), call)
         for name, g in zip(names, grads, strict=True):
             if isinstance(g, IndexedSlices):
                 _sparse.check_ids(caller, name, g)
@@ -403,7 +424,15 @@ class Optimizer:
             grads = [g.to_dense() if isinstance(g, IndexedSlices) else g for g in grads]
         if rule is not None and any(isinstance(g, IndexedSlices) for g in grads):
             new, new_slots = _sparse.apply(
-                self.tx, rule, self._dense_step, flat, trained, grads, slots, state.global_step
+                self.tx,
+                rule,
+                self._dense_step,
+                lambda mask: self._init_structure(flat, mask),
+                flat,
+                trained,
+                grads,
+                slots,
+                state.global_step,
             )
         else:
             new, new_slots = self._dense_step(flat, trained, grads, slots, state.global_step)
@@ -430,6 +459,17 @@ class Optimizer:
             skip_tree = flat.like_holes(trained, skip)
             new_slots = _keep_skipped_slots(self.tx, new_slots, slots, skip_tree)
         return new, new_slots
+
+
+#: How many structures of ``tx.init`` an optimizer keeps (one per parameter structure
+#: and selection of variables it steps).
+_KNOWN_STRUCTURES = 16
+
+
+def _structure_key(flat: Flat, trained: list[bool]) -> Any:
+    """What ``tx.init``'s structure over the ``trained`` variables of ``flat`` depends on."""
+    kept = [v for v, t in zip(flat.variables, trained, strict=True) if t]
+    return flat.treedef, tuple(trained), tuple((jnp.shape(v), jnp.result_type(v)) for v in kept)
 
 
 def _keep_skipped_slots(tx: optax.GradientTransformation, new: Any, old: Any, skip: PyTree) -> Any:

@@ -27,6 +27,9 @@ step's hyperparameters read in ``_prepare`` / ``_finish``.  A subclass of
   gradient is made dense and ``_apply_dense`` applies it — TensorFlow's base
   ``_apply_sparse`` has no such fallback (it raises ``NotImplementedError``), but an
   optimizer that overrides ``apply_gradients`` (BERT's) computes on the dense tensor.
+* ``_prepare(step)`` (optional): the values every variable's rule of the step shares,
+  computed once per step (Adam's bias-corrected rate); the rules read them in
+  ``step.prepared``.
 * ``_finish(non_slots, step)`` (optional): the new non-slot values, once per step.
 
 The subclass gets what every ``fg.train`` optimizer has: ``compute_gradients`` /
@@ -93,12 +96,15 @@ class TF1Step:
       name: the variable's funcgrad name (``"dense/kernel"``), as TensorFlow's
         ``var.op.name``; ``""`` in ``_finish``.
       non_slots: the non-slot values before this step.
+      prepared: what the optimizer's ``_prepare`` computed for this step, once for every
+        variable (TensorFlow's tensors of ``_prepare``); empty in ``_prepare`` itself.
     """
 
     learning_rate: jax.Array
     global_step: jax.Array
     name: str
     non_slots: Mapping[str, jax.Array]
+    prepared: Mapping[str, jax.Array] = dataclasses.field(default_factory=dict)
 
 
 def _non_slot_initial(value: float) -> jax.Array:
@@ -118,8 +124,8 @@ class TF1Optimizer(Optimizer):
     r"""The base of an optimizer written as a ``tf.train.Optimizer`` subclass.
 
     A subclass declares ``slots`` (``{key: TF name}``) and overrides ``_apply_dense``
-    and, as its original does, ``_apply_sparse``, ``_non_slots``, ``_finish``,
-    ``_slots_of`` and ``_slot_initial`` (the docs page *Optimizers of TF1 projects*
+    and, as its original does, ``_apply_sparse``, ``_non_slots``, ``_prepare``,
+    ``_finish``, ``_slots_of`` and ``_slot_initial`` (the docs page *Optimizers of TF1 projects*
     sets them beside TensorFlow's hooks).
     Its ``__init__`` calls ``super().__init__(learning_rate)`` and keeps its
     hyperparameters as attributes, as the original keeps them on ``self``.
@@ -202,6 +208,17 @@ class TF1Optimizer(Optimizer):
         """Raise for options that match none of ``names``, the variables this optimizer
         updates (nothing is checked here); called once per traced step."""
         del names
+
+    def _prepare(self, step: TF1Step) -> dict[str, jax.Array]:
+        """The values every variable's rule of ``step`` reads, computed once per step and
+        handed to the rules as ``step.prepared`` (none here)."""
+        del step
+        return {}
+
+    def _prepared(self, rate: jax.Array, global_step: jax.Array, non_slots: Any) -> TF1Step:
+        """The step before any variable (``name`` ``""``), with ``_prepare``'s values."""
+        step = TF1Step(rate, global_step, "", non_slots)
+        return dataclasses.replace(step, prepared=self._prepare(step))
 
     def _finish(self, non_slots: dict[str, jax.Array], step: TF1Step) -> dict[str, jax.Array]:
         """The non-slot values after the step (unchanged here)."""
@@ -327,16 +344,16 @@ class TF1Optimizer(Optimizer):
         variables = jax.tree.leaves(params)
         slot_leaves = {k: treedef.flatten_up_to(t) for k, t in inner.slots.items()}  # type: ignore[attr-defined]
         new_vars, new_slots = [], {k: list(v) for k, v in slot_leaves.items()}
+        prepared = self._prepared(rate, step_count, inner.non_slots)
         for i, (g, v, name) in enumerate(zip(grads, variables, names, strict=True)):
             keys = self._declared(v)
             mine = {k: slot_leaves[k][i] for k in keys}
-            step = TF1Step(rate, step_count, name, inner.non_slots)
+            step = dataclasses.replace(prepared, name=name)
             new_v, out = self._in_float32(self._apply_dense, g, v, mine, step)
             new_vars.append(new_v)
             for k in keys:
                 new_slots[k][i] = out[k]
-        finish = TF1Step(rate, step_count, "", inner.non_slots)
-        non_slots = self._finish(dict(inner.non_slots), finish)
+        non_slots = self._finish(dict(inner.non_slots), prepared)
         non_slots = {
             k: jnp.asarray(non_slots[k]).astype(v.dtype) for k, v in inner.non_slots.items()
         }
@@ -370,8 +387,8 @@ class TF1Optimizer(Optimizer):
 
     def _sparse_rule(self, opt_state: InjectLearningRateState, global_step: jax.Array) -> LeafRule:
         """The :data:`~funcgrad.train._sparse.SparseRule` that calls ``_apply_sparse``."""
-        rate = self._rate(opt_state, global_step)
         inner: TF1OptimizerState = opt_state.inner_state
+        prepared = self._prepared(self._rate(opt_state, global_step), global_step, inner.non_slots)
 
         def leaf(
             var: jax.Array, slots: list[jax.Array], slices: IndexedSlices, name: str
@@ -381,7 +398,7 @@ class TF1Optimizer(Optimizer):
             mine = {k: s for k, s in zip(order, slots, strict=True) if k in keys}
             rows = sum_duplicates(slices)  # TF's _apply_sparse_duplicate_indices
             grad = IndexedSlices(rows.values, rows.indices, var.shape)
-            step = TF1Step(rate, global_step, name, inner.non_slots)
+            step = dataclasses.replace(prepared, name=name)
             new_var, out = self._in_float32(self._apply_sparse, grad, var, mine, step)
             return [new_var, *(out.get(k, s) for k, s in zip(order, slots, strict=True))]
 

@@ -28,6 +28,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _habits
@@ -70,12 +71,18 @@ class _AdamOptimizer(TF1Optimizer):
         self._beta1_t = jnp.float32(beta1)
         self._beta2_t = jnp.float32(beta2)
         self._epsilon_t = jnp.float32(epsilon)
+        # 1 - beta in float32, as the kernels compute it (in NumPy: the same IEEE
+        # subtraction, no trace to hold)
+        self._one_minus_beta1_t = jnp.float32(np.float32(1) - np.float32(beta1))
+        self._one_minus_beta2_t = jnp.float32(np.float32(1) - np.float32(beta2))
         self._betas = (beta1, beta2)
 
-    def _alpha(self, step: TF1Step) -> jax.Array:
-        """Adam's bias-corrected rate, ``lr * sqrt(1 - beta2_power) / (1 - beta1_power)``."""
+    def _prepare(self, step: TF1Step) -> dict[str, jax.Array]:
+        """Adam's bias-corrected rate ``alpha``, ``lr * sqrt(1 - beta2_power) / (1 -
+        beta1_power)``: the ``ApplyAdam`` kernel computes it per variable from the same
+        scalars, so once per step gives every variable the same number."""
         beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
-        return step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)
+        return {"alpha": step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)}
 
     def _non_slots(self) -> dict[str, float]:
         beta1, beta2 = self._betas
@@ -118,25 +125,27 @@ class AdaMaxOptimizer(_AdamOptimizer):
 
     slots: ClassVar[Mapping[str, str]] = {"m": "AdaMax", "v": "AdaMax"}
 
+    def _prepare(self, step: TF1Step) -> dict[str, jax.Array]:
+        """AdaMax's rate ``lr / (1 - beta1_power)``, once per step."""
+        return {"rate": step.learning_rate / (1 - step.non_slots["beta1_power"])}
+
     def _apply_dense(
         self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        beta1_power = step.non_slots["beta1_power"]
         m, v = slots["m"], slots["v"]
-        m = m + (grad - m) * (1 - self._beta1_t)
+        m = m + (grad - m) * self._one_minus_beta1_t
         v = jnp.maximum(self._beta2_t * v, jnp.abs(grad))
-        var = var - step.learning_rate / (1 - beta1_power) * (m / (v + self._epsilon_t))
+        var = var - step.prepared["rate"] * (m / (v + self._epsilon_t))
         return var, {"m": m, "v": v}
 
     def _apply_sparse(
         self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        beta1_power = step.non_slots["beta1_power"]
         indices = grad.indices
         # m_t = beta1 * m + (1 - beta1) * g_t
         m = slots["m"]
         m_slice = m[indices]
-        m_t_slice = m_slice * self._beta1_t + grad.values * (1 - self._beta1_t)
+        m_t_slice = m_slice * self._beta1_t + grad.values * self._one_minus_beta1_t
         m_t = m.at[indices].set(m_t_slice)
         # u_t = max(beta2 * u, abs(g_t))
         v = slots["v"]
@@ -144,9 +153,7 @@ class AdaMaxOptimizer(_AdamOptimizer):
         v_t_slice = jnp.maximum(v_slice * self._beta2_t, jnp.abs(grad.values))
         v_t = v.at[indices].set(v_t_slice)
         # theta_t = theta - lr / (1 - beta1^t) * m_t / u_t
-        var_slice = (
-            -step.learning_rate / (1 - beta1_power) * (m_t_slice / (v_t_slice + self._epsilon_t))
-        )
+        var_slice = -step.prepared["rate"] * (m_t_slice / (v_t_slice + self._epsilon_t))
         var_update = var.at[indices].add(var_slice)
         return var_update, {"m": m_t, "v": v_t}
 
@@ -187,28 +194,28 @@ class NadamOptimizer(_AdamOptimizer):
     def _apply_dense(
         self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        alpha = self._alpha(step)
+        alpha = step.prepared["alpha"]
         m, v = slots["m"], slots["v"]
-        m = m + (grad - m) * (1 - self._beta1_t)
-        v = v + (jnp.square(grad) - v) * (1 - self._beta2_t)
-        nesterov = grad * (1 - self._beta1_t) + self._beta1_t * m
+        m = m + (grad - m) * self._one_minus_beta1_t
+        v = v + (jnp.square(grad) - v) * self._one_minus_beta2_t
+        nesterov = grad * self._one_minus_beta1_t + self._beta1_t * m
         var = var - (nesterov * alpha) / (jnp.sqrt(v) + self._epsilon_t)
         return var, {"m": m, "v": v}
 
     def _apply_sparse(
         self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        lr = self._alpha(step)
+        lr = step.prepared["alpha"]
         indices = grad.indices
         # m_t = beta1 * m + (1 - beta1) * g_t
         m = slots["m"]
-        m_scaled_g_values = grad.values * (1 - self._beta1_t)
+        m_scaled_g_values = grad.values * self._one_minus_beta1_t
         m_t = (m * self._beta1_t).at[indices].add(m_scaled_g_values)
         # m_bar = (1 - beta1) * g_t + beta1 * m_t
         m_bar = m_scaled_g_values + self._beta1_t * m_t[indices]
         # v_t = beta2 * v + (1 - beta2) * (g_t * g_t)
         v = slots["v"]
-        v_scaled_g_values = (grad.values * grad.values) * (1 - self._beta2_t)
+        v_scaled_g_values = (grad.values * grad.values) * self._one_minus_beta2_t
         v_t = (v * self._beta2_t).at[indices].add(v_scaled_g_values)
         v_t_slice = v_t[indices]
         v_sqrt = jnp.sqrt(v_t_slice)
@@ -727,22 +734,25 @@ class _DecoupledWeightDecayExtension(TF1Optimizer):
     def _decays(self, step: TF1Step) -> bool:
         return self._decay_var_list is None or step.name in self._decay_var_list
 
-    def _weight_decay_t(self, step: TF1Step) -> jax.Array:
-        """The weight decay of this step (a schedule's at ``global_step`` before it)."""
+    def _prepare(self, step: TF1Step) -> dict[str, jax.Array]:
+        """The wrapped optimizer's values, and the weight decay of this step (a
+        schedule's at ``global_step`` before it)."""
         if callable(self._weight_decay):
-            return jnp.asarray(self._weight_decay(step.global_step), jnp.float32)
-        return jnp.float32(self._weight_decay)
+            weight_decay = jnp.asarray(self._weight_decay(step.global_step), jnp.float32)
+        else:
+            weight_decay = jnp.float32(self._weight_decay)
+        return {**super()._prepare(step), "weight_decay": weight_decay}
 
     def _decay_weights_op(self, var: jax.Array, step: TF1Step) -> jax.Array:
         if self._decays(step):
-            return var - self._weight_decay_t(step) * var
+            return var - step.prepared["weight_decay"] * var
         return var
 
     def _decay_weights_sparse_op(
         self, var: jax.Array, indices: jax.Array, step: TF1Step
     ) -> jax.Array:
         if self._decays(step):
-            update = -self._weight_decay_t(step) * var[indices]
+            update = -step.prepared["weight_decay"] * var[indices]
             return var.at[indices].add(update)
         return var
 
@@ -766,23 +776,23 @@ class _TFAdamOptimizer(_AdamOptimizer):
     def _apply_dense(
         self, grad: jax.Array, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        alpha = self._alpha(step)
+        alpha = step.prepared["alpha"]
         m, v = slots["m"], slots["v"]
-        m = m + (grad - m) * (1 - self._beta1_t)
-        v = v + (jnp.square(grad) - v) * (1 - self._beta2_t)
+        m = m + (grad - m) * self._one_minus_beta1_t
+        v = v + (jnp.square(grad) - v) * self._one_minus_beta2_t
         var = var - (m * alpha) / (jnp.sqrt(v) + self._epsilon_t)
         return var, {"m": m, "v": v}
 
     def _apply_sparse(
         self, grad: IndexedSlices, var: jax.Array, slots: Slots, step: TF1Step
     ) -> tuple[jax.Array, Slots]:
-        lr = self._alpha(step)
+        lr = step.prepared["alpha"]
         indices = grad.indices
         # m_t = beta1 * m + (1 - beta1) * g_t
-        m_scaled_g_values = grad.values * (1 - self._beta1_t)
+        m_scaled_g_values = grad.values * self._one_minus_beta1_t
         m_t = (slots["m"] * self._beta1_t).at[indices].add(m_scaled_g_values)
         # v_t = beta2 * v + (1 - beta2) * (g_t * g_t)
-        v_scaled_g_values = (grad.values * grad.values) * (1 - self._beta2_t)
+        v_scaled_g_values = (grad.values * grad.values) * self._one_minus_beta2_t
         v_t = (slots["v"] * self._beta2_t).at[indices].add(v_scaled_g_values)
         v_sqrt = jnp.sqrt(v_t)
         var_update = var - lr * m_t / (v_sqrt + self._epsilon_t)
