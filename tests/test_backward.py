@@ -47,6 +47,24 @@ def test_square_products_are_left_alone():
     assert _barriers(lambda w: fg.gradients(_loss, [w, X])[0], w) == 0
 
 
+def test_the_backward_pass_is_traced_again_only_with_a_skinny_operand(monkeypatch):
+    re_emitted = []
+    evaluate = _backward._rewrite.evaluate
+    monkeypatch.setattr(
+        _backward._rewrite, "evaluate", lambda *a: re_emitted.append(1) or evaluate(*a)
+    )
+    square = jnp.ones((64, 64)) / 64
+    chex.assert_trees_all_close(
+        fg.gradients(_loss, [square, X]), list(jax.grad(_loss, (0, 1))(square, X))
+    )
+    assert not re_emitted
+    # a skinny matrix product inside a nested function counts too
+    nested = jax.jit(lambda w, x: _loss(w, x))
+    got, want = fg.gradients(nested, [W, X]), jax.grad(nested, (0, 1))(W, X)
+    chex.assert_trees_all_close(got, list(want), rtol=1e-5, atol=1e-6)
+    assert len(re_emitted) == 1
+
+
 def test_other_backends_are_left_alone(monkeypatch):
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     assert _barriers(lambda w: fg.gradients(_loss, [w, X])[0], W) == 0

@@ -16,6 +16,14 @@ into the product; it changes no value (a dot computes the same sums either way) 
 has JVP, transpose and batching rules, so nesting, ``jax.jvp`` and ``jax.vmap`` work
 through it.  Other backends, and other equations, are emitted unchanged.
 
+A backward product writes the gradient of an operand of a forward product, so its
+result has that operand's shape (transposed, maybe): where no matrix product of the
+function, at any depth, has a skinny two-dimensional operand, no backward product can
+be skinny, and the backward function is called as it is, with no second trace.  (A
+``custom_jvp`` rule whose tangent multiplies matrices of shapes the function does not
+have could still give one; it would then keep XLA's orientation — a barrier changes
+only speed, never a value.)
+
 It assumes only that a jaxpr's equations, bound in order with their parameters, compute
 what the jaxpr does (``jax.core.eval_jaxpr`` does the same).  Sub-jaxprs (``jit``,
 ``scan``, ...) are bound as they are, without looking inside.
@@ -36,9 +44,12 @@ _SKINNY_SIDE = 16
 _ASPECT = 8
 
 
-def backward(vjp_fn: Callable[[Any], Any], cotangents: Sequence[jax.Array]) -> Any:
-    """``vjp_fn(cotangents)``, with skinny products kept as written on the CPU backend."""
-    if jax.default_backend() != "cpu":
+def backward(
+    vjp_fn: Callable[[Any], Any], cotangents: Sequence[jax.Array], forward: core.Jaxpr
+) -> Any:
+    """``vjp_fn(cotangents)``, with skinny products kept as written on the CPU backend;
+    ``forward`` is the jaxpr that ``vjp_fn`` differentiates."""
+    if jax.default_backend() != "cpu" or not _has_skinny_operand(forward):
         return vjp_fn(cotangents)
 
     # A plain function: JAX names a traced callable by its code, or else by ``str()``,
@@ -53,6 +64,18 @@ def backward(vjp_fn: Callable[[Any], Any], cotangents: Sequence[jax.Array]) -> A
 
 def _is_skinny(shape: tuple[int, ...]) -> bool:
     return len(shape) == 2 and min(shape) <= _SKINNY_SIDE and max(shape) >= _ASPECT * min(shape)
+
+
+def _has_skinny_operand(jaxpr: core.Jaxpr) -> bool:
+    """Whether a ``dot_general`` of ``jaxpr`` or of a jaxpr inside it has a skinny operand."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general" and any(
+            _is_skinny(getattr(v.aval, "shape", ())) for v in eqn.invars
+        ):
+            return True
+        if any(map(_has_skinny_operand, core.jaxprs_in_params(eqn.params))):
+            return True
+    return False
 
 
 def _emit(eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:

@@ -243,7 +243,7 @@ def differentiate(
                 ys, [c for c, d in zip(cts, differentiable, strict=True) if d], strict=True
             )
         ]
-        got = _backward.backward(vjp_fn, cts)
+        got = _backward.backward(vjp_fn, cts, closed.jaxpr)
         grads = replace_at(grads, dense, got[: len(dense)])
         n = len(dense)
         reads = {i - n: g for i, g in zip(live[n:], got[n:], strict=True)}
