@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from jax.extend import core
+from jax.extend import source_info_util
 
 import funcgrad as fg
 from funcgrad._core import rewrite as _rewrite
@@ -277,3 +279,27 @@ def test_an_override_on_top_replaces_a_transparent_rule() -> None:
 def test_named_functions_answer_to_their_name(f, name) -> None:
     (eqn,) = jax.make_jaxpr(f)(jnp.ones(2)).jaxpr.eqns
     assert _rewrite.key(eqn) == name
+
+
+def _equations(jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for inner in core.jaxprs_in_params(eqn.params):
+            yield from _equations(inner)
+
+
+def _sine_of_rows(table):
+    return jnp.sum(jnp.sin(table[jnp.array([0, 2])]))
+
+
+def test_re_emitted_equations_keep_the_line_that_wrote_them():
+    # the rows of a table are read by gathers: fg.gradients re-emits the jaxpr itself
+    jaxpr = jax.make_jaxpr(lambda t: fg.gradients(_sine_of_rows, t, indexed_slices=True))(
+        jnp.ones((4, 3))
+    )
+    lines = {
+        source_info_util.summarize(e.source_info)
+        for e in _equations(jaxpr.jaxpr)
+        if e.primitive.name in ("sin", "cos")
+    }
+    assert lines and all("test_rewrite.py" in line and "_sine_of_rows" in line for line in lines)

@@ -72,6 +72,7 @@ import jax
 import numpy as np
 from jax import lax
 from jax.extend import core
+from jax.extend import source_info_util
 
 from funcgrad._core import connectivity as _connectivity
 from funcgrad._types import replace_at
@@ -120,9 +121,13 @@ def read_atom(env: dict[core.Var, Any], var: Any) -> Any:
 
 
 def bind_equation(eqn: core.JaxprEqn, invals: Sequence[Any]) -> list[Any]:
-    """Re-emit ``eqn`` unchanged into the current trace."""
+    """Re-emit ``eqn`` unchanged into the current trace, with its own source line and
+    name scope (as ``jax.core.eval_jaxpr`` re-emits: the user's line, not this module's,
+    and no new Python traceback to take per equation)."""
     params = eqn.primitive.get_bind_params(eqn.params)
-    with eqn.ctx.manager:
+    source = eqn.source_info
+    name_stack = source_info_util.current_name_stack() + source.name_stack
+    with source_info_util.user_context(source.traceback, name_stack=name_stack), eqn.ctx.manager:
         out = eqn.primitive.bind(*invals, **params)
     return list(out) if eqn.primitive.multiple_results else [out]
 
