@@ -164,7 +164,7 @@ def train(args: argparse.Namespace, adversarial: bool) -> Run:
         return (state, data), history
 
     keys = jnp.stack([jax.random.key(s) for s in seeds])
-    states = jax.vmap(lambda k: opt.init(init_params(k, args.hidden)))(keys)
+    states = jax.jit(jax.vmap(lambda k: opt.init(init_params(k, args.hidden))))(keys)
     steps = np.broadcast_to(np.arange(args.steps, dtype=np.float32), (args.seeds, args.steps))
     run = jax.jit(jax.vmap(chunk))
     name = "gradient reversal" if adversarial else "source only"
@@ -172,7 +172,7 @@ def train(args: argparse.Namespace, adversarial: bool) -> Run:
         run, (states, (xs, ys, xt)), steps, desc=name, axis=1
     )
     return Run(
-        *(np.asarray(a) for a in jax.vmap(_evaluate)(states.params, xs, ys, xt, yt)),
+        *(np.asarray(a) for a in jax.jit(jax.vmap(_evaluate))(states.params, xs, ys, xt, yt)),
         losses=history,
         gradient_norm=norms,
     )
