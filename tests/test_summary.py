@@ -2,6 +2,7 @@
 
 import pathlib
 import struct
+from typing import Any
 
 import chex
 import jax
@@ -198,7 +199,12 @@ class _NotAWriter:
         """Has add_scalar only."""
 
 
-_SUMMARY = fg.gradient_summary([(jnp.ones(2), None)], bins=1)
+@pytest.fixture(scope="module")
+def summary() -> Any:
+    """A summary to write, computed once when a test asks (not while every worker collects)."""
+    return fg.gradient_summary([(jnp.ones(2), None)], bins=1)
+
+
 _CALL = r"fg\.write_gradient_summary\(writer, summary, step, names, prefix\): "
 _FIX = r".*pass a tensorboardX\.SummaryWriter"
 
@@ -234,13 +240,15 @@ _FIX = r".*pass a tensorboardX\.SummaryWriter"
         ),
     ],
 )
-def test_writer_bad_arguments_are_a_type_error_naming_each(arguments: dict, match: str) -> None:
-    given = dict(writer=_Recorder(), summary=_SUMMARY, step=0, names=None, prefix="gradients")
+def test_writer_bad_arguments_are_a_type_error_naming_each(
+    arguments: dict, match: str, summary: Any
+) -> None:
+    given = dict(writer=_Recorder(), summary=summary, step=0, names=None, prefix="gradients")
     with pytest.raises(TypeError, match=_CALL + match + _FIX):
         fg.write_gradient_summary(**{**given, **arguments})
 
 
-def test_writer_refuses_a_traced_summary_and_takes_array_steps() -> None:
+def test_writer_refuses_a_traced_summary_and_takes_array_steps(summary: Any) -> None:
     @jax.jit
     def step(g: jax.Array) -> jax.Array:
         fg.write_gradient_summary(_Recorder(), fg.gradient_summary([(g, None)]), step=0)
@@ -249,8 +257,8 @@ def test_writer_refuses_a_traced_summary_and_takes_array_steps() -> None:
     with pytest.raises(TypeError, match=r"summary is traced \(inside jax\.jit\)"):
         step(jnp.ones(2))
     rec = _Recorder()
-    fg.write_gradient_summary(rec, _SUMMARY, step=jnp.int32(3))
-    fg.write_gradient_summary(rec, _SUMMARY, step=np.int64(4))
+    fg.write_gradient_summary(rec, summary, step=jnp.int32(3))
+    fg.write_gradient_summary(rec, summary, step=np.int64(4))
     steps = [c[-1] if c[0] == "scalar" else c[-1]["global_step"] for c in rec.calls]
     assert {type(s) for s in steps} == {int} and set(steps) == {3, 4}
 
