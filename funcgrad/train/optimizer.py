@@ -123,7 +123,7 @@ class Optimizer:
         _habits.check_params(caller, params, "state = opt.init(state.params)")
         flat, trained = Flat(params), self._trained(caller, params)
         slots = self.tx.init(flat.with_holes(trained))
-        self._remember_structure(flat, trained, jax.tree.structure(slots))
+        self._remember_structure(_structure_key(flat, trained), jax.tree.structure(slots))
         return TrainState(params, slots, jnp.zeros([], jnp.int32))
 
     def _init_structure(self, flat: Flat, trained: list[bool]) -> Any:
@@ -137,14 +137,16 @@ class Optimizer:
         found = self.__dict__.get("_structures", {}).get(key)
         if found is None:
             found = jax.tree.structure(jax.eval_shape(self.tx.init, flat.with_holes(trained)))
-            self._remember_structure(flat, trained, found)
+            self._remember_structure(key, found)
         return found
 
-    def _remember_structure(self, flat: Flat, trained: list[bool], structure: Any) -> None:
+    def _remember_structure(self, key: Any, structure: Any) -> None:
+        """Keep ``structure`` under ``key`` (on the instance: not every subclass calls
+        ``Optimizer.__init__``), forgetting the oldest beyond ``_KNOWN_STRUCTURES``."""
         known: dict[Any, Any] = self.__dict__.setdefault("_structures", {})
         if len(known) >= _KNOWN_STRUCTURES:
             known.pop(next(iter(known)))
-        known[_structure_key(flat, trained)] = structure
+        known[key] = structure
 
     def _selected(self, caller: str, params: PyTree, var_list: VarList) -> list[bool]:
         """Per variable, whether a call with ``var_list`` differentiates it."""
