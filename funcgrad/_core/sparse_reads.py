@@ -85,15 +85,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core
 
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import rewrite as _rewrite
 from funcgrad._core.connectivity import Site
+from funcgrad._core.jax_internals import Kind
 from funcgrad.indexed_slices import IndexedSlices
 
 #: Re-emits one equation (the cut rewriter's, or a plain bind).
-Emit = Callable[[core.JaxprEqn, list[Any]], list[Any]]
-_CALLS = frozenset({"jit", "pjit"})
+Emit = Callable[[_jax.Eqn, list[Any]], list[Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +140,7 @@ class SparseReads:
     """The tables of a jaxpr read only through whole-row gathers, and the parts of their
     gradients (reads, and control flow's rows of zeros) in evaluation order."""
 
-    closed: core.ClosedJaxpr
+    closed: _jax.Closed
     tables: list[int]
     parts: list[Part]
 
@@ -209,11 +209,12 @@ def _read_numbers(parts: Sequence[Part]) -> list[int]:
     return numbers
 
 
-def find(closed: core.ClosedJaxpr, candidates: Sequence[int]) -> SparseReads:
+def find(closed: _jax.Closed, candidates: Sequence[int]) -> SparseReads:
     """The ``candidates`` (input positions) that ``closed`` reads only through whole-row
     gathers, with the parts of those tables' gradients in evaluation order."""
     jaxpr = closed.jaxpr
-    tables = {jaxpr.invars[t]: t for t in candidates if jaxpr.invars[t].aval.ndim >= 1}
+    avals = closed.in_avals
+    tables = {jaxpr.invars[t]: t for t in candidates if avals[t].ndim >= 1}
     dense: set[int] = set()
     _search(jaxpr, tables, (), [], dense)
     sparse = {v: t for v, t in tables.items() if t not in dense}
@@ -245,19 +246,19 @@ def check_ids(caller: str, name: str, slices: IndexedSlices) -> None:
 # --- the analysis ---------------------------------------------------------------------
 
 
-def _uses(eqn: core.JaxprEqn, tables: dict[Any, int]) -> list[tuple[int, int]]:
+def _uses(eqn: _jax.Eqn, tables: dict[Any, int]) -> list[tuple[int, int]]:
     """``(position, table)`` for each input of ``eqn`` that is a table."""
     return [
-        (k, tables[v]) for k, v in enumerate(eqn.invars) if isinstance(v, core.Var) and v in tables
+        (k, tables[v]) for k, v in enumerate(eqn.invars) if isinstance(v, _jax.Var) and v in tables
     ]
 
 
-def _inner(jaxpr: core.Jaxpr, uses: list[tuple[int, int]], skip: int = 0) -> dict[Any, int]:
+def _inner(jaxpr: _jax.Jaxpr, uses: list[tuple[int, int]], skip: int = 0) -> dict[Any, int]:
     """The tables of a sub-jaxpr whose inputs are the equation's from position ``skip``."""
     return {jaxpr.invars[k - skip]: t for k, t in uses}
 
 
-def _is_alias(eqn: core.JaxprEqn) -> bool:
+def _is_alias(eqn: _jax.Eqn) -> bool:
     """Whether ``eqn``'s outputs are its table inputs still: a ``pvary`` (``shard_map``
     marks a replicated table as varying before a gather with varying ids) or a cast
     between floating dtypes (TensorFlow's ``Cast`` gradient keeps an ``IndexedSlices``)."""
@@ -270,27 +271,21 @@ def _is_alias(eqn: core.JaxprEqn) -> bool:
     return all(jnp.issubdtype(d, jnp.floating) for d in (source.dtype, eqn.params["new_dtype"]))
 
 
-def _aliases(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> dict[Any, int]:
+def _aliases(eqn: _jax.Eqn, uses: list[tuple[int, int]]) -> dict[Any, int]:
     """The outputs of an alias equation (:func:`_is_alias`) that are tables."""
     return {eqn.outvars[k]: t for k, t in uses}
 
 
-def _called(eqn: core.JaxprEqn) -> core.Jaxpr:
-    """The jaxpr a ``jit`` or ``checkpoint`` equation calls."""
-    inner = eqn.params["jaxpr"]
-    return inner if isinstance(inner, core.Jaxpr) else inner.jaxpr
-
-
-def _followed(eqn: core.JaxprEqn, uses: list[tuple[int, int]]) -> bool:
+def _followed(eqn: _jax.Eqn, uses: list[tuple[int, int]]) -> bool:
     """Whether the reads inside ``eqn`` are found: a ``jit``, a ``checkpoint``, a ``cond``,
     or a ``scan`` that takes the tables as constants (not as a carry or a sequence)."""
-    name = eqn.primitive.name
-    if name == "scan":
-        return all(k < eqn.params["num_consts"] for k, _ in uses)
-    return name in _CALLS or name in ("remat2", "cond")
+    k = _jax.kind(eqn)
+    if k is Kind.SCAN:
+        return all(i < _jax.scan(eqn).n_consts for i, _ in uses)
+    return k in (Kind.JIT, Kind.REMAT, Kind.COND)
 
 
-def _parts(jaxpr: core.Jaxpr, tables: dict[Any, int]) -> list[Part]:
+def _parts(jaxpr: _jax.Jaxpr, tables: dict[Any, int]) -> list[Part]:
     """The parts of ``tables``' gradients in ``jaxpr`` (no table of which is dense)."""
     parts: list[Part] = []
     _search(jaxpr, tables, (), parts, set())
@@ -298,7 +293,7 @@ def _parts(jaxpr: core.Jaxpr, tables: dict[Any, int]) -> list[Part]:
 
 
 def _search(
-    jaxpr: core.Jaxpr,
+    jaxpr: _jax.Jaxpr,
     tables: dict[Any, int],
     site: Site,
     parts: list[Part],
@@ -309,7 +304,6 @@ def _search(
     tables = dict(tables)
     for eqn in jaxpr.eqns:
         uses = _uses(eqn, tables)
-        name = eqn.primitive.name
         if not uses:
             continue
         if len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
@@ -318,29 +312,29 @@ def _search(
             tables.update(_aliases(eqn, uses))
         elif not _followed(eqn, uses):
             dense.update(t for _, t in uses)
-        elif name == "scan":
-            start, body = len(parts), eqn.params["jaxpr"].jaxpr
+        elif _jax.kind(eqn) is Kind.SCAN:
+            start, body = len(parts), _jax.scan(eqn).body.jaxpr
             _search(body, _inner(body, uses), (*site, eqn), parts, dense)
             parts.extend(_zeros(eqn, uses, parts, start, site))
-        elif name == "cond":
-            for branch in eqn.params["branches"]:
+        elif _jax.kind(eqn) is Kind.COND:
+            for branch in _jax.cond_branches(eqn):
                 start = len(parts)
                 _search(branch.jaxpr, _inner(branch.jaxpr, uses, 1), (*site, eqn), parts, dense)
                 parts.extend(_zeros(eqn, uses, parts, start, site))
         else:
-            inner = _called(eqn)
+            inner = _jax.call(eqn).body.jaxpr
             _search(inner, _inner(inner, uses), (*site, eqn), parts, dense)
     for v in jaxpr.outvars:
-        if isinstance(v, core.Var) and v in tables:
+        if isinstance(v, _jax.Var) and v in tables:
             dense.add(tables[v])
 
 
 def _scan_lengths(site: Site) -> tuple[int, ...]:
     """The lengths of the scans among the call equations ``site``, outermost first."""
-    return tuple(e.params["length"] for e in site if e.primitive.name == "scan")
+    return tuple(_jax.scan(e).length for e in site if _jax.kind(e) is Kind.SCAN)
 
 
-def _read(eqn: core.JaxprEqn, table: int, site: Site) -> Read:
+def _read(eqn: _jax.Eqn, table: int, site: Site) -> Read:
     out: Any = eqn.outvars[0].aval
     indices: Any = eqn.invars[1].aval
     vma = tuple(sorted(getattr(getattr(out, "manual_axis_type", None), "varying", ())))
@@ -353,7 +347,7 @@ def _read(eqn: core.JaxprEqn, table: int, site: Site) -> Read:
 
 
 def _zeros(
-    eqn: core.JaxprEqn,
+    eqn: _jax.Eqn,
     uses: list[tuple[int, int]],
     parts: list[Part],
     start: int,
@@ -372,12 +366,12 @@ def _zeros(
         )
         table: Any = eqn.invars[k].aval
         if owners:
-            rows = 1 if eqn.primitive.name == "scan" else table.shape[0]
+            rows = 1 if _jax.kind(eqn) is Kind.SCAN else table.shape[0]
             out.append(Zeros(t, rows, owners, _scan_lengths(site)))
     return out
 
 
-def _is_row_read(eqn: core.JaxprEqn) -> bool:
+def _is_row_read(eqn: _jax.Eqn) -> bool:
     """Whether ``eqn`` reads whole rows of its operand 0 (see the module docstring)."""
     operand: Any = eqn.invars[0].aval
     shape = tuple(operand.shape)
@@ -400,7 +394,7 @@ def _is_row_read(eqn: core.JaxprEqn) -> bool:
 
 
 def _run(
-    jaxpr: core.Jaxpr,
+    jaxpr: _jax.Jaxpr,
     consts: Sequence[Any],
     args: Sequence[Any],
     tables: dict[Any, int],
@@ -421,12 +415,12 @@ def _run(
             outs = emit(eqn, invals)
         elif len(uses) == 1 and uses[0][0] == 0 and _is_row_read(eqn):
             ids.append(_row_ids(eqn, invals))
-            outs = [_rewrite.bind_equation(eqn, invals)[0] + next(deltas)]
+            outs = [_jax.bind_equation(eqn, invals)[0] + next(deltas)]
         elif _is_alias(eqn):
             tables.update(_aliases(eqn, uses))
             outs = emit(eqn, invals)
         else:  # ``find`` left no other use
-            follow = _FOLLOW.get(eqn.primitive.name, _run_call)
+            follow = _FOLLOW.get(_jax.kind(eqn), _run_call)
             outs, got = follow(eqn, invals, uses, deltas, emit)
             ids.extend(got)
         env.update(zip(eqn.outvars, outs, strict=True))
@@ -435,7 +429,7 @@ def _run(
 
 #: ``follow(eqn, invals, uses, deltas, emit) -> (outputs, ids of its parts)``.
 Follow = Callable[
-    [core.JaxprEqn, list[Any], list[tuple[int, int]], Iterator[Any], Emit],
+    [_jax.Eqn, list[Any], list[tuple[int, int]], Iterator[Any], Emit],
     tuple[list[Any], list[Any]],
 ]
 
@@ -446,68 +440,58 @@ def _own(deltas: Iterator[Any], parts: list[Part]) -> list[Any]:
 
 
 def _run_call(
-    eqn: core.JaxprEqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
+    eqn: _jax.Eqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
 ) -> tuple[list[Any], list[Any]]:
     """A ``jit``, inlined."""
-    inner = eqn.params["jaxpr"]
+    inner = _jax.call(eqn).body
     return _run(inner.jaxpr, inner.consts, invals, _inner(inner.jaxpr, uses), deltas, emit)
 
 
 def _run_remat(
-    eqn: core.JaxprEqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
+    eqn: _jax.Eqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
 ) -> tuple[list[Any], list[Any]]:
     """A ``checkpoint``, again with its ``policy``: the reads' ids are outputs too."""
-    inner = _called(eqn)
-    tables = _inner(inner, uses)
-    own = _own(deltas, _parts(inner, tables))
+    call = _jax.call(eqn)
+    inner = call.body
+    tables = _inner(inner.jaxpr, uses)
+    own = _own(deltas, _parts(inner.jaxpr, tables))
 
     def fun(invals: list[Any], own: list[Any]) -> tuple[list[Any], list[Any]]:
-        return _run(inner, (), invals, tables, iter(own), emit)
+        return _run(inner.jaxpr, inner.consts, invals, tables, iter(own), emit)
 
-    p = eqn.params
-    remat = jax.checkpoint(fun, prevent_cse=p["prevent_cse"], policy=p["policy"])
-    return remat(invals, own)
+    return call.staged(fun)(invals, own)
 
 
 def _run_scan(
-    eqn: core.JaxprEqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
+    eqn: _jax.Eqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
 ) -> tuple[list[Any], list[Any]]:
     """A ``scan`` whose body reads tables: one perturbation and one set of ids per
     iteration (stacked), then each table's accumulator row (id 0)."""
-    p = eqn.params
-    body = p["jaxpr"]
+    loop = _jax.scan(eqn)
+    body = loop.body
     tables = _inner(body.jaxpr, uses)
     parts = _parts(body.jaxpr, tables)
-    n_consts, n_carry = p["num_consts"], p["num_carry"]
-    consts = invals[:n_consts]
+    consts, init, xs = loop.split(invals)
 
     def step(carry: list[Any], x: tuple[list[Any], list[Any]]) -> tuple[list[Any], Any]:
         xs, own = x
         args = [*consts, *carry, *xs]
         outs, ids = _run(body.jaxpr, body.consts, args, tables, iter(own), emit)
-        return outs[:n_carry], (outs[n_carry:], ids)
+        return outs[: loop.n_carry], (outs[loop.n_carry :], ids)
 
-    carry, (ys, ids) = lax.scan(
-        step,
-        invals[n_consts : n_consts + n_carry],
-        (invals[n_consts + n_carry :], _own(deltas, parts)),
-        length=p["length"],
-        reverse=p["reverse"],
-        unroll=p["unroll"],
-        _split_transpose=p.get("_split_transpose", False),
-    )
+    carry, (ys, ids) = loop.run(step, init, (xs, _own(deltas, parts)))
     rows = [jnp.zeros((1,), jnp.int32) for _ in _zeros(eqn, uses, parts, 0, ())]
     return [*carry, *ys], [*ids, *rows]
 
 
 def _run_cond(
-    eqn: core.JaxprEqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
+    eqn: _jax.Eqn, invals: list[Any], uses: Any, deltas: Iterator[Any], emit: Emit
 ) -> tuple[list[Any], list[Any]]:
     """A ``cond`` whose branches read tables.  Every branch gives the ids of every
     branch's parts: its own; for another branch's reads, id 0 (their values are zero,
     and that branch's rows of zeros touch every row); for its own rows of zeros, a row
     its reads touch; for another branch's, every row."""
-    branches = eqn.params["branches"]
+    branches = _jax.cond_branches(eqn)
     tables = [_inner(b.jaxpr, uses, 1) for b in branches]
     parts = [_parts(b.jaxpr, t) for b, t in zip(branches, tables, strict=True)]
     zeros = [_zeros(eqn, uses, ps, 0, ()) for ps in parts]
@@ -551,10 +535,10 @@ def _touched(parts: list[Part], ids: list[Any], table: int) -> Any:
     return jnp.zeros((), jnp.int32)
 
 
-_FOLLOW: dict[str, Follow] = {"remat2": _run_remat, "scan": _run_scan, "cond": _run_cond}
+_FOLLOW: dict[Kind, Follow] = {Kind.REMAT: _run_remat, Kind.SCAN: _run_scan, Kind.COND: _run_cond}
 
 
-def _row_ids(eqn: core.JaxprEqn, invals: list[Any]) -> Any:
+def _row_ids(eqn: _jax.Eqn, invals: list[Any]) -> Any:
     """The row id of each row a read gathers, flattened in row-major order: clamped into
     the table where the read clamps (``dynamic_slice``, a gather in ``CLIP`` mode), as
     is the row it reads and the row ``jax.grad`` gives the gradient."""
@@ -567,7 +551,7 @@ def _row_ids(eqn: core.JaxprEqn, invals: list[Any]) -> Any:
     return jnp.clip(ids, 0, rows - 1) if eqn.params["mode"] == lax.GatherScatterMode.CLIP else ids
 
 
-def _batch_first(eqn: core.JaxprEqn) -> tuple[int, ...]:
+def _batch_first(eqn: _jax.Eqn) -> tuple[int, ...]:
     """A read's output axes reordered batch axes first, then the row's (offset) axes."""
     out: Any = eqn.outvars[0].aval
     ndim = out.ndim

@@ -60,8 +60,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core
 
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import rewrite as _rewrite
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
@@ -573,7 +573,7 @@ def _clip_by_value(op: Op, grad: jax.Array) -> tuple[jax.Array, ...]:
 
 def _is_call_of(op: Op, name: str) -> bool:
     """Whether ``op`` is the call of the named JAX function ``name`` (``jax.nn.elu``'s ``jit``)."""
-    return op.params.get("name") == name and "jaxpr" in op.params
+    return _jax.named_call_body(op.params, name) is not None
 
 
 def _elu(op: Op, grad: jax.Array) -> Sequence[Any]:
@@ -623,7 +623,9 @@ def _leaky_relu_alpha(op: Op) -> Any:
         return op.params["alpha"]
     if len(op.inputs) == 2:
         return op.inputs[1]
-    (negated,) = core.jaxpr_as_fun(op.params["jaxpr"])(-jnp.ones_like(op.inputs[0]))
+    body = _jax.named_call_body(op.params, "leaky_relu")
+    assert body is not None  # _leaky_relu let through only this call
+    (negated,) = body(-jnp.ones_like(op.inputs[0]))
     return -jnp.ravel(negated)[0] if jnp.size(negated) else -negated
 
 

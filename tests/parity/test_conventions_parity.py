@@ -40,6 +40,7 @@ import pytest
 from jax import lax
 
 import funcgrad as fg
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import rewrite as _rewrite
 from tests.parity import tolerance
 
@@ -439,9 +440,10 @@ def _differentiable_ops(jaxpr) -> set[str]:
     for eqn in jaxpr.eqns:
         name = _rewrite.key(eqn)
         floating = any(jnp.issubdtype(v.aval.dtype, jnp.inexact) for v in eqn.outvars)
-        if name not in _rewrite.STRUCTURAL and floating:
+        named = name in _rewrite.NAMED_FUNCTIONS or _jax.kind(eqn) is _jax.Kind.PRIMITIVE
+        if named and floating:
             names.add(name)
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+        for sub in _jax.sub_jaxprs(eqn):
             names |= _differentiable_ops(sub)
     return names
 
