@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from funcgrad.train.checkpoints import _tf_bundle as tb
+from funcgrad.train.checkpoints import _tf_proto as tp
 from funcgrad.train.checkpoints._crc32c import crc32c
 from funcgrad.train.checkpoints._crc32c import mask
 
@@ -194,7 +195,7 @@ def test_every_truncation_of_the_index(saved) -> None:
 
 def _footer(index: bytes) -> tuple[tuple[int, int], tuple[int, int], int]:
     """The metaindex and index block handles of a table, and where its padding starts."""
-    cursor = tb._Cursor(index, "footer", pos=len(index) - 48)
+    cursor = tp.Cursor(index, "footer", pos=len(index) - 48)
     meta, block = (cursor.varint(), cursor.varint()), (cursor.varint(), cursor.varint())
     return meta, block, cursor.pos
 
@@ -282,16 +283,16 @@ def test_damaged_data(saved) -> None:
         reader.read("W")
 
 
-def _index(prefix: str, header: bytes, entries: dict[str, tb.Entry]) -> None:
+def _index(prefix: str, header: bytes, entries: dict[str, tp.Entry]) -> None:
     """An index of these entries (a sliced one gets one slice, TensorFlow's field 7)."""
     pairs = [(b"", header)] + [
-        (k.encode(), e.encode() + (tb._put_bytes(7, b"") if e.sliced else b""))
+        (k.encode(), e.encode() + (tp.put_bytes(7, b"") if e.sliced else b""))
         for k, e in sorted(entries.items())
     ]
     Path(prefix + ".index").write_bytes(tb._build_table(pairs))
 
 
-_HEADER = tb._put_int(1, 1) + tb._put_bytes(3, tb._put_int(1, 1))
+_HEADER = tp.put_int(1, 1) + tp.put_bytes(3, tp.put_int(1, 1))
 
 
 @pytest.mark.parametrize(
@@ -302,7 +303,7 @@ _HEADER = tb._put_int(1, 1) + tb._put_bytes(3, tb._put_int(1, 1))
 def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, shape, size) -> None:
     prefix = str(tmp_path / "evil")
     tb.write_bundle(prefix, {"x": np.zeros(1, np.float32)})
-    _index(prefix, _HEADER, {"x": tb.Entry(1, shape, 0, 0, size, 0, False)})
+    _index(prefix, _HEADER, {"x": tp.Entry(1, shape, 0, 0, size, 0, False)})
     with pytest.raises(
         tb.CheckpointFormatError, match=rf"(does not fit its shape or the shards|ends at 4){FIX}"
     ):
@@ -312,7 +313,7 @@ def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, shape, size) -
 def test_an_offset_past_any_file_says_so(tmp_path) -> None:
     prefix = str(tmp_path / "evil")
     tb.write_bundle(prefix, {"x": np.zeros(2, np.float32)})
-    _index(prefix, _HEADER, {"x": tb.Entry(1, (2,), 0, 2**63 - 1, 8, 0, False)})
+    _index(prefix, _HEADER, {"x": tp.Entry(1, (2,), 0, 2**63 - 1, 8, 0, False)})
     with pytest.raises(
         tb.CheckpointFormatError,
         match=rf"{DATA}: 'x' is bytes 9223372036854775807..9223372036854775815, but it ends "
@@ -324,9 +325,9 @@ def test_an_offset_past_any_file_says_so(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("header", "match"),
     [
-        (tb._put_int(1, 1) + tb._put_bytes(3, tb._put_int(2, 99)), "format version"),
-        (tb._put_int(1, 1) + tb._put_int(2, 1), "big-endian"),
-        (tb._put_bytes(3, tb._put_int(1, 1)), "0 shards"),
+        (tp.put_int(1, 1) + tp.put_bytes(3, tp.put_int(2, 99)), "format version"),
+        (tp.put_int(1, 1) + tp.put_int(2, 1), "big-endian"),
+        (tp.put_bytes(3, tp.put_int(1, 1)), "0 shards"),
     ],
     ids=["future_version", "big_endian", "no_shards"],
 )
@@ -339,13 +340,13 @@ def test_headers_refused(tmp_path, header: bytes, match: str) -> None:
 @pytest.mark.parametrize(
     ("entry", "match"),
     [
-        (tb.Entry(7, (2,), 0, 0, 8, 0, False), "non-numeric tensor"),
+        (tp.Entry(7, (2,), 0, 0, 8, 0, False), "non-numeric tensor"),
         # a partitioned variable's entry (field 7) whose slices are missing
-        (tb.Entry(1, (2,), 0, 0, 0, 0, True), "its slices cover 0 of its 2 values"),
+        (tp.Entry(1, (2,), 0, 0, 0, 0, True), "its slices cover 0 of its 2 values"),
     ],
     ids=["string", "partitioned_without_slices"],
 )
-def test_tensors_funcgrad_does_not_read(tmp_path, entry: tb.Entry, match: str) -> None:
+def test_tensors_funcgrad_does_not_read(tmp_path, entry: tp.Entry, match: str) -> None:
     _index(str(tmp_path / "x"), _HEADER, {"s": entry})
     with pytest.raises(tb.CheckpointFormatError, match=match):
         tb.BundleReader(str(tmp_path / "x")).read("s")
@@ -377,7 +378,7 @@ def _index_block(contents):
         handles = [value for _, value in tb._pairs(memoryview(index[offset : offset + size]), "")]
         block = contents(handles)
         trailer = bytes([0]) + mask(crc32c(block + b"\0")).to_bytes(4, "little")
-        footer = b"".join(tb._varint(n) for n in (*meta, offset, len(block)))
+        footer = b"".join(tp.varint(n) for n in (*meta, offset, len(block)))
         index[offset:] = block + trailer + footer.ljust(40, b"\0") + index[-8:]
 
     return _edit_index(edit)
@@ -392,7 +393,7 @@ def _listing(*handles: bytes) -> bytes:
 
 def _compressed(index: bytearray) -> None:
     _, (offset, size), _ = _footer(bytes(index))
-    data = tb._Cursor(bytes(index[offset : offset + size]), "")
+    data = tp.Cursor(bytes(index[offset : offset + size]), "")
     data.varint(), data.varint(), data.varint()  # the first entry's lengths: 0, 1, handle
     data.take(1)
     start, length = data.varint(), data.varint()
@@ -407,7 +408,7 @@ def _read_everything(prefix: str) -> None:
         reader.read(name)
 
 
-_ENTRY = tb.Entry(1, (2,), 0, 0, 8, 0, False).encode()
+_ENTRY = tp.Entry(1, (2,), 0, 0, 8, 0, False).encode()
 DAMAGES = [
     pytest.param(
         _pairs((b"", _HEADER), (b"x", b"\x08")),
@@ -420,27 +421,27 @@ DAMAGES = [
         id="wire_type",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb._put_bytes(1, b"ab"))),
+        _pairs((b"", _HEADER), (b"x", tp.put_bytes(1, b"ab"))),
         "a number field holds bytes",
         id="bytes_for_a_number",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb._put_int(2, 5))),
+        _pairs((b"", _HEADER), (b"x", tp.put_int(2, 5))),
         "a message field holds a number",
         id="number_for_a_message",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb._put_bytes(2, tb._put_int(3, 1)))),
+        _pairs((b"", _HEADER), (b"x", tp.put_bytes(2, tp.put_int(3, 1)))),
         "a tensor's shape has an unknown rank",
         id="unknown_rank",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb.Entry(1, (2,), 0, -8, 8, 0, False).encode())),
+        _pairs((b"", _HEADER), (b"x", tp.Entry(1, (2,), 0, -8, 8, 0, False).encode())),
         "a negative size, offset or dimension",
         id="negative_offset",
     ),
     pytest.param(
-        _pairs((b"", tb._put_bytes(3, tb._put_int(1, 1)))),
+        _pairs((b"", tp.put_bytes(3, tp.put_int(1, 1)))),
         "the header states 0 shards",
         id="no_shards",
     ),
@@ -461,7 +462,7 @@ DAMAGES = [
         id="compressed_block",
     ),
     pytest.param(
-        _index_block(lambda _: _listing(tb._varint(0) + tb._varint(10**6))),
+        _index_block(lambda _: _listing(tp.varint(0) + tp.varint(10**6))),
         r"a block \(bytes 0..1000005\) runs past the end of the \d+ bytes before the "
         "footer",
         id="block_past_the_end",
@@ -477,7 +478,7 @@ DAMAGES = [
         id="no_restart_points",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb.Entry(1, (3,), 0, 0, 8, 0, False).encode())),
+        _pairs((b"", _HEADER), (b"x", tp.Entry(1, (3,), 0, 0, 8, 0, False).encode())),
         "'x'\\]: its index entry does not fit its shape or the shards",
         id="entry_not_its_shape",
     ),

@@ -4,8 +4,9 @@
 * ``tf_saver``: TensorFlow 1.x ``tf.train.Saver`` checkpoints to and from a
   ``TrainState`` (``restore_tf_checkpoint``, ``save_tf_checkpoint``).
 * ``_tf_bundle``: the tensor-bundle files themselves (format V2), read and written with
-  NumPy; its design note describes the file format.  ``_tf_slices``: a partitioned
-  variable's slices in those files, read into one array and written from one.
+  NumPy; its design note describes the file format.  ``_tf_proto``: the protobuf records
+  of their index.  ``_tf_slices``: a partitioned variable's slices in those files, read
+  into one array and written from one.
 * ``_tf_files``: those files opened, read within bounds and replaced as a pair (its design
   note states what a reader and a killed save can count on); ``_crc32c``: TensorFlow's
   CRC-32C and its mask.

@@ -30,13 +30,15 @@ is still refused with the file's name, never read past its end.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from collections.abc import Mapping
 
 import numpy as np
 
 from funcgrad._checks import as_int
-from funcgrad.train.checkpoints import _tf_bundle
+from funcgrad.train.checkpoints import _tf_proto
 from funcgrad.train.checkpoints._tf_files import damaged
+from funcgrad.train.checkpoints._tf_proto import Entry
 
 #: ``(start, length)`` per dimension of a slice; ``length`` -1 for a whole dimension.
 Extents = tuple[tuple[int, int], ...]
@@ -92,18 +94,21 @@ def _parse_key(key: bytes, where: str) -> tuple[str, Extents]:
 
 
 def add(
-    slices: dict[str, list[tuple[Extents, _tf_bundle.Entry]]], key: bytes, value: bytes, where: str
+    slices: dict[str, list[tuple[Extents, Entry]]], key: bytes, value: bytes, where: str
 ) -> None:
     """Record the slice entry ``value`` stored under ``key``, by the tensor it is part of."""
     name, extents = _parse_key(key, where)
-    slices.setdefault(name, []).append((extents, _tf_bundle._entry(value, where)))
+    slices.setdefault(name, []).append((extents, _tf_proto.parse_entry(value, where)))
 
 
 def assemble(
-    reader: _tf_bundle.BundleReader, name: str, shape: tuple[int, ...], where: str
+    read_entry: Callable[[Entry, str, str], np.ndarray],
+    parts: list[tuple[Extents, Entry]],
+    name: str,
+    shape: tuple[int, ...],
+    where: str,
 ) -> np.ndarray:
-    """The tensor ``name`` of ``shape``, from its slices' data."""
-    parts = reader.slices.get(name, [])
+    """The tensor ``name`` of ``shape``, from its slices' data (each read by ``read_entry``)."""
     out: np.ndarray | None = None
     covered = 0
     for extents, entry in parts:
@@ -115,7 +120,7 @@ def assemble(
         want = tuple(n if n >= 0 else d for (_, n), d in zip(extents, shape, strict=True))
         if entry.shape != want:
             raise damaged(where, f"a slice of shape {entry.shape} where {want} is stored")
-        piece = reader.read_entry(entry, where, name)
+        piece = read_entry(entry, where, name)
         if out is None:
             out = np.zeros(shape, piece.dtype)
         out[index] = piece
@@ -126,8 +131,7 @@ def assemble(
 
 
 def _extent(start: int, length: int) -> bytes:
-    start_field = _tf_bundle._put_int(1, start)
-    return start_field + _tf_bundle._varint(2 << 3) + _tf_bundle._varint(length)
+    return _tf_proto.put_int(1, start) + _tf_proto.varint(2 << 3) + _tf_proto.varint(length)
 
 
 def split(
@@ -141,11 +145,10 @@ def split(
     protos, pieces = [], []
     for start, size in zip(starts, sizes, strict=True):
         extents = ((start, size), *((0, d) for d in rest))
-        protos.append(b"".join(_tf_bundle._put_bytes(1, _extent(s, n)) for s, n in extents))
+        protos.append(b"".join(_tf_proto.put_bytes(1, _extent(s, n)) for s, n in extents))
         pieces.append((slice_key(name, extents), array[start : start + size]))
-    dims = b"".join(_tf_bundle._put_bytes(2, _tf_bundle._put_int(1, d)) for d in array.shape)
-    full = _tf_bundle._put_int(1, dtype) + _tf_bundle._put_bytes(2, dims)
-    return full + b"".join(_tf_bundle._put_bytes(7, p) for p in protos), pieces
+    full = _tf_proto.put_int(1, dtype) + _tf_proto.put_bytes(2, _tf_proto.shape_proto(array.shape))
+    return full + b"".join(_tf_proto.put_bytes(7, p) for p in protos), pieces
 
 
 def expand(
