@@ -267,7 +267,7 @@ class BundleReader:
         entry, where = self.entries[name], f"{self.index} [{name!r}]"
         if entry.sliced:  # a partitioned variable: its slices make one array
             return _tf_slices.assemble(
-                self.read_entry, self.slices.get(name, []), name, entry.shape, where
+                self.read_entry, entry, self.slices.get(name, []), name, where
             )
         return self.read_entry(entry, where, name)
 

@@ -17,8 +17,10 @@ the optimizer's slots of the parts (``W/Adam``):
   before every name.
 
 What it reads: each slice key decoded into its name and extents, and the slices of a
-tensor assembled into one array; slices that leave part of the tensor uncovered, or
-reach outside it, are refused.  What it writes: a tensor split along its first axis
+tensor assembled into one array.  Refused, as damaged: a slice outside the tensor, of
+another shape than its extents or of another dtype than the tensor (never cast), two
+slices that overlap (TensorFlow's "Overlapping slices"), and slices that leave part of
+the tensor uncovered.  What it writes: a tensor split along its first axis
 into ``n`` slices as ``fixed_size_partitioner(n)`` splits it (the first ``rows % n``
 one row longer; every other dimension whole, written as ``start`` 0 and its size, as
 TensorFlow's ``SaveSliceInfo`` spec does), byte for byte what a ``Saver`` writes.
@@ -42,6 +44,8 @@ from funcgrad.train.checkpoints._tf_proto import Entry
 
 #: ``(start, length)`` per dimension of a slice; ``length`` -1 for a whole dimension.
 Extents = tuple[tuple[int, int], ...]
+#: ``(start, stop)`` per dimension: the part of a tensor a slice fills.
+Box = tuple[tuple[int, int], ...]
 
 
 def _signed(value: int) -> bytes:
@@ -101,32 +105,72 @@ def add(
     slices.setdefault(name, []).append((extents, _tf_proto.parse_entry(value, where)))
 
 
-def assemble(
-    read_entry: Callable[[Entry, str, str], np.ndarray],
-    parts: list[tuple[Extents, Entry]],
-    name: str,
-    shape: tuple[int, ...],
-    where: str,
-) -> np.ndarray:
-    """The tensor ``name`` of ``shape``, from its slices' data (each read by ``read_entry``)."""
-    out: np.ndarray | None = None
-    covered = 0
+def boxes(full: Entry, parts: list[tuple[Extents, Entry]], where: str) -> list[tuple[Box, Entry]]:
+    """The slices of a tensor whose whole is ``full``, each as the box it fills, sorted;
+    refused unless each lies inside the tensor with the slice's shape and the tensor's
+    dtype, no two overlap (TensorFlow's ``TensorSliceSet``: "Overlapping slices") and
+    together they cover it."""
+    shape, found = full.shape, []
     for extents, entry in parts:
         if len(extents) != len(shape) or any(
             s < 0 or (n >= 0 and s + n > d) for (s, n), d in zip(extents, shape, strict=True)
         ):
             raise damaged(where, f"a slice {extents} outside the shape {shape}")
-        index = tuple(slice(s, s + n) if n >= 0 else slice(None) for s, n in extents)
-        want = tuple(n if n >= 0 else d for (_, n), d in zip(extents, shape, strict=True))
+        box = tuple(
+            (s, s + n) if n >= 0 else (0, d) for (s, n), d in zip(extents, shape, strict=True)
+        )
+        want = tuple(stop - start for start, stop in box)
         if entry.shape != want:
             raise damaged(where, f"a slice of shape {entry.shape} where {want} is stored")
+        if entry.dtype != full.dtype:
+            stored, whole = (_dtype_name(e.dtype) for e in (entry, full))
+            raise damaged(where, f"a slice stored as {stored} in a {whole} tensor")
+        found.append((box, entry))
+    found.sort(key=lambda pair: pair[0])
+    for i, (box, _) in enumerate(found):
+        for other, _ in found[i + 1 :]:
+            if box and other[0][0] >= box[0][1]:  # sorted: no later one reaches back
+                break
+            if overlap(box, other) is not None:
+                raise damaged(where, f"its slices {box} and {other} overlap")
+    covered = sum(math.prod(stop - start for start, stop in box) for box, _ in found)
+    if not found or covered != math.prod(shape):
+        raise damaged(where, f"its slices cover {covered} of its {math.prod(shape)} values")
+    return found
+
+
+def _dtype_name(enum: int) -> str:
+    dtype = _tf_proto.DTYPES.get(enum)
+    return dtype.name if dtype is not None else f"type {enum}"
+
+
+def overlap(a: Box, b: Box) -> Box | None:
+    """The box two boxes share, or ``None`` (also where it would hold no value)."""
+    shared = tuple((max(s, t), min(e, f)) for (s, e), (t, f) in zip(a, b, strict=True))
+    return shared if all(start < stop for start, stop in shared) else None
+
+
+def index(box: Box) -> tuple[slice, ...]:
+    """``box`` as a NumPy index."""
+    return tuple(slice(start, stop) for start, stop in box)
+
+
+def assemble(
+    read_entry: Callable[[Entry, str, str], np.ndarray],
+    full: Entry,
+    parts: list[tuple[Extents, Entry]],
+    name: str,
+    where: str,
+) -> np.ndarray:
+    """The tensor ``name`` whose whole is ``full``, from its slices' data (each read by
+    ``read_entry``), checked by :func:`boxes` first."""
+    out: np.ndarray | None = None
+    for box, entry in boxes(full, parts, where):
         piece = read_entry(entry, where, name)
         if out is None:
-            out = np.zeros(shape, piece.dtype)
-        out[index] = piece
-        covered += piece.size
-    if out is None or covered != math.prod(shape):
-        raise damaged(where, f"its slices cover {covered} of its {math.prod(shape)} values")
+            out = np.empty(full.shape, piece.dtype)  # every value is written: they cover it
+        out[index(box)] = piece
+    assert out is not None  # boxes() refuses a tensor without slices
     return out
 
 
