@@ -258,9 +258,7 @@ class BundleReader:
     def _data(self, shard: int) -> str:
         """The data file of ``shard`` (the previous one, with the previous index)."""
         path = _data_path(self.prefix, shard, self.shards)
-        if self.previous and path == _data_path(self.prefix, 0, 1):
-            return path + _tf_files.PREVIOUS
-        return path
+        return path + _tf_files.PREVIOUS if self.previous else path
 
     def read(self, name: str) -> np.ndarray:
         """The tensor ``name`` as an array, its CRC32C verified."""
@@ -362,14 +360,15 @@ def write_bundle(
 
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     index, data = prefix + ".index", _data_path(prefix, 0, 1)
-    _tf_files.remove_leftovers(index, data)
-    new_data = _tf_files.temporary(data, pieces())
-    try:
-        new_index = _tf_files.temporary(index, [_build_table(sorted(entries))])
-    except BaseException:
-        Path(new_data).unlink()
-        raise
-    _tf_files.replace_pair(index, data, new_index, new_data)
+    with _tf_files.locked(prefix):
+        _tf_files.remove_leftovers(prefix, [index, data])
+        new_data = _tf_files.temporary(data, pieces())
+        try:
+            new_index = _tf_files.temporary(index, [_build_table(sorted(entries))])
+        except BaseException:
+            Path(new_data).unlink()
+            raise
+        _tf_files.replace(prefix, new_index, {data: new_data})
 
 
 _STATE_FILE = "checkpoint"
