@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from funcgrad.train.checkpoints import _tf_bundle as tb
+from funcgrad.train.checkpoints import _tf_job as tj
 from funcgrad.train.checkpoints import _tf_proto as tp
 from funcgrad.train.checkpoints._crc32c import crc32c
 from funcgrad.train.checkpoints._crc32c import mask
@@ -65,7 +66,7 @@ def _assert_same(reader: tb.BundleReader, values: dict) -> None:
 @pytest.fixture
 def saved(tmp_path) -> str:
     prefix = str(tmp_path / "model.ckpt")
-    tb.write_bundle(prefix, _values())
+    tj.write_bundle(prefix, _values())
     return prefix
 
 
@@ -78,7 +79,7 @@ def test_round_trip_of_an_index_of_several_blocks(tmp_path) -> None:
         f"v{i:05d}/" + "x" * 40: np.float32(i) * np.ones(i % 3, np.float32) for i in range(7000)
     }
     prefix = str(tmp_path / "many")
-    tb.write_bundle(prefix, values)
+    tj.write_bundle(prefix, values)
     assert os.path.getsize(prefix + ".index") > 262144  # more than one data block
     _assert_same(tb.BundleReader(prefix), values)
 
@@ -87,7 +88,7 @@ def test_values_given_as_functions_are_made_one_at_a_time_as_written(tmp_path, m
     """A save copies a state to the host one tensor at a time: each value is made only
     after the one before it has been written."""
     values, events = _values(), []
-    temporary = tb._tf_files.temporary
+    temporary = tj._tf_files.temporary
 
     def recorded(path, pieces):
         def each():
@@ -97,17 +98,17 @@ def test_values_given_as_functions_are_made_one_at_a_time_as_written(tmp_path, m
 
         return temporary(path, each())
 
-    monkeypatch.setattr(tb._tf_files, "temporary", recorded)
+    monkeypatch.setattr(tj._tf_files, "temporary", recorded)
 
-    def maker(name: str):
-        return lambda: events.append(name) or values[name]
+    def maker(name: str) -> tj.Tensor:
+        return tj.Tensor(values[name], lambda: events.append(name) or values[name])
 
     prefix = str(tmp_path / "model.ckpt")
-    tb.write_bundle(prefix, {name: maker(name) for name in values})
+    tj.write_bundle(prefix, {name: maker(name) for name in values})
     _assert_same(tb.BundleReader(prefix), values)
     assert events == [e for name in sorted(values) for e in (name, "written")] + ["written"]
     reference = str(tmp_path / "reference")
-    tb.write_bundle(reference, values)
+    tj.write_bundle(reference, values)
     for suffix in (".index", DATA):
         assert Path(prefix + suffix).read_bytes() == Path(reference + suffix).read_bytes()
 
@@ -130,7 +131,7 @@ def test_a_large_tensor_is_read_into_mapped_memory_a_cpu_device_can_take_over(tm
 
     big = np.random.default_rng(2).standard_normal((1 << 19) + 3).astype(np.float32)  # 2 MiB
     prefix = str(tmp_path / "big")
-    tb.write_bundle(prefix, {"big": big, "small": big[:5]})
+    tj.write_bundle(prefix, {"big": big, "small": big[:5]})
     value = tb.BundleReader(prefix).read("big")
     np.testing.assert_array_equal(value, big)
     assert value.ctypes.data % 4096 == 0 and value.flags.writeable
@@ -152,7 +153,7 @@ def test_write_leaves_only_the_checkpoint(saved, tmp_path) -> None:
 def test_latest_checkpoint(tmp_path) -> None:
     directory = tmp_path / 'dir "q" é'
     prefix = str(directory / "model.ckpt-7")
-    tb.write_bundle(prefix, {"a": np.ones(2)})
+    tj.write_bundle(prefix, {"a": np.ones(2)})
     assert tb.latest_checkpoint("caller", str(directory)) is None
     tb.write_checkpoint_state(prefix)
     assert tb.latest_checkpoint("caller", str(directory)) == prefix
@@ -253,7 +254,7 @@ def test_tensorflows_own_files_are_read_and_written_byte_for_byte(tmp_path) -> N
     Path(prefix + ".index").write_bytes(TF_INDEX)
     Path(prefix + DATA).write_bytes(TF_DATA)
     _assert_same(tb.BundleReader(prefix), TF_VALUES)
-    tb.write_bundle(str(tmp_path / "fg"), TF_VALUES)
+    tj.write_bundle(str(tmp_path / "fg"), TF_VALUES)
     assert (tmp_path / "fg.index").read_bytes() == TF_INDEX
     assert (tmp_path / f"fg{DATA}").read_bytes() == TF_DATA
 
@@ -302,7 +303,7 @@ _HEADER = tp.put_int(1, 1) + tp.put_bytes(3, tp.put_int(1, 1))
 )
 def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, shape, size) -> None:
     prefix = str(tmp_path / "evil")
-    tb.write_bundle(prefix, {"x": np.zeros(1, np.float32)})
+    tj.write_bundle(prefix, {"x": np.zeros(1, np.float32)})
     _index(prefix, _HEADER, {"x": tp.Entry(1, shape, 0, 0, size, 0, False)})
     with pytest.raises(
         tb.CheckpointFormatError, match=rf"(does not fit its shape or the shards|ends at 4){FIX}"
@@ -312,7 +313,7 @@ def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, shape, size) -
 
 def test_an_offset_past_any_file_says_so(tmp_path) -> None:
     prefix = str(tmp_path / "evil")
-    tb.write_bundle(prefix, {"x": np.zeros(2, np.float32)})
+    tj.write_bundle(prefix, {"x": np.zeros(2, np.float32)})
     _index(prefix, _HEADER, {"x": tp.Entry(1, (2,), 0, 2**63 - 1, 8, 0, False)})
     with pytest.raises(
         tb.CheckpointFormatError,

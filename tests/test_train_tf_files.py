@@ -22,6 +22,7 @@ import pytest
 import funcgrad as fg
 from funcgrad.train.checkpoints import _tf_bundle
 from funcgrad.train.checkpoints import _tf_files
+from funcgrad.train.checkpoints import _tf_slices as ts
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="FIFOs, /dev/zero and SIGKILL")
 
@@ -521,3 +522,54 @@ def test_two_programs_saving_one_prefix_at_once_lose_nothing(tmp_path) -> None:
     w = _restored(prefix, 10**5)
     assert (w == w[0]).all() and w[0] in (1039, 2039), w[:3]  # one program's last, whole
     assert _files(tmp_path) == ["checkpoint", "go", "model.ckpt" + DATA, "model.ckpt.index"]
+
+
+def _sharded(prefix: str, value: float, shards: int) -> tuple[str, dict[str, str]]:
+    """The temporary index and data files of a checkpoint of W = value in ``shards`` data
+    files, each a slice of W, as a job of that many processes writes them (before the
+    renames)."""
+    parts = ts.partition((1000,), shards)
+    temporaries, entries = {}, [(b"W", ts.full_entry(1, (1000,), parts))]
+    for k, box in enumerate(parts):
+        path = _tf_bundle.data_path(prefix, k, shards)
+        pieces = [(ts.box_key("W", box), np.full(box[0][1] - box[0][0], value, np.float32))]
+        if k == 0:
+            pieces.append((b"global_step", np.int64(7)))
+        temporaries[path], written = _tf_bundle.write_data(path, pieces, k)
+        entries += written
+    table = _tf_bundle.index_table(shards, entries)
+    return _tf_files.temporary(prefix + ".index", [table]), temporaries
+
+
+@pytest.mark.parametrize(("old", "new"), [(2, 2), (1, 2), (2, 3), (3, 1)])
+def test_a_save_of_several_data_files_stopped_after_each_step_leaves_old_or_new(
+    tmp_path, monkeypatch, old, new
+) -> None:
+    """The renames of a job's save (the design note of _tf_files), several data files of
+    any number: stopped after each file operation, a restore gives the old values until
+    the new index is in place, the new ones after; the next save leaves only its files."""
+    prefix = str(tmp_path / "model.ckpt")
+    steps = old + 1 + new + 1  # link each old data file, move the index, rename each new
+    for stop in range(1, steps + 1):
+        shutil.rmtree(tmp_path)
+        tmp_path.mkdir()
+        _tf_files.replace(prefix, *_sharded(prefix, 1.0, old))
+        index, temporaries = _sharded(prefix, 2.0, new)
+        calls = []
+
+        def stopping(real, calls=calls, stop=stop):
+            def call(*args):
+                real(*args)
+                calls.append(args)
+                if len(calls) == stop:
+                    raise KeyboardInterrupt
+
+            return call
+
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "link", stopping(os.link))
+            patched.setattr(os, "replace", stopping(os.replace))
+            with pytest.raises(KeyboardInterrupt):
+                _tf_files.replace(prefix, index, temporaries)
+        np.testing.assert_array_equal(_restored(prefix), 2.0 if stop == steps else 1.0)
+        _save_again_leaves_only_the_checkpoint(prefix)

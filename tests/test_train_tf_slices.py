@@ -12,6 +12,7 @@ import pytest
 
 import funcgrad as fg
 from funcgrad.train.checkpoints import _tf_bundle as tb
+from funcgrad.train.checkpoints import _tf_job as tj
 from funcgrad.train.checkpoints import _tf_proto as tp
 from funcgrad.train.checkpoints import _tf_slices as ts
 from funcgrad.train.checkpoints._crc32c import crc32c
@@ -57,7 +58,7 @@ def test_a_partitioned_tensor_reads_back_whole(tmp_path):
         "b": np.ones(4, np.int64),
     }
     prefix = str(tmp_path / "m.ckpt")
-    tb.write_bundle(
+    tj.write_bundle(
         prefix, values, ts.expand("save", {"E": 4}, {k: v.shape for k, v in values.items()})
     )
     reader = tb.BundleReader(prefix)

@@ -16,16 +16,15 @@ checkpoint at ``prefix``, a format unchanged since TensorFlow 1.1 (bundle versio
 * ``prefix.data-SSSSS-of-NNNNN``: the tensors' little-endian, C-order bytes, back to back.
 * ``checkpoint`` beside them: a text ``CheckpointState`` naming the latest prefix.
 
-What it writes: one shard, the same bytes TensorFlow writes for the same tensors
-(tensors in name order, which is what a ``Saver`` passes), data then index to temporary
-names, fsynced, then renamed into place, the previous pair kept until the new one is
-complete (``_tf_files``' design note), so a save killed at any instant leaves the old
-checkpoint or the new one.
+What it writes: a data file (:func:`write_data`), the same bytes TensorFlow writes for the
+same tensors, and an index (:func:`index_table`) of the entries of one data file or of
+several; ``_tf_job`` decides what goes where and puts them in place (``_tf_files``).
 
 How it streams: a reader reads one tensor per :meth:`BundleReader.read`, into a fresh
-64-byte-aligned buffer (which ``jax.device_put`` on a CPU takes over without a copy);
-:func:`write_bundle` takes a tensor or a function that makes it, and makes, checksums and
-writes each before the next.  CRC32C: ``_crc32c`` (the CPU's instruction).
+64-byte-aligned buffer (which ``jax.device_put`` on a CPU takes over without a copy), or
+in runs of rows (:meth:`BundleReader.chunks`) for a restore that keeps only a part;
+:func:`write_data` makes, checksums and writes each tensor before the next is made.
+CRC32C: ``_crc32c`` (the CPU's instruction).
 
 What it reads: any number of shards; every fixed-size numeric dtype and bool; a
 partitioned variable's slices as one array (``_tf_slices``, which also writes them).
@@ -53,12 +52,9 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
-from collections.abc import Mapping
 from io import FileIO
-from pathlib import Path
 
 import numpy as np
 
@@ -67,6 +63,7 @@ from funcgrad.train.checkpoints import _tf_proto
 from funcgrad.train.checkpoints import _tf_slices
 from funcgrad.train.checkpoints._crc32c import crc32c
 from funcgrad.train.checkpoints._crc32c import mask
+from funcgrad.train.checkpoints._processes import Box
 from funcgrad.train.checkpoints._tf_files import CheckpointFormatError as CheckpointFormatError
 from funcgrad.train.checkpoints._tf_files import damaged
 from funcgrad.train.checkpoints._tf_proto import DTYPES as DTYPES
@@ -82,6 +79,8 @@ _STATE_LIMIT = 1 << 24
 _PREFIX_FIX = "pass the prefix of a checkpoint, e.g. 'train/model.ckpt-1000'"
 
 _MAGIC, _FOOTER, _BLOCK, _ALIGN = 0xDB4775248B80FB57, 48, 262144, 64
+#: The bytes a restore into a sharded template reads at a time (:meth:`BundleReader.chunks`).
+_CHUNK = 1 << 24
 #: Tensors from this size on are read into mapped memory (:func:`_aligned`); Linux's
 #: ``MADV_POPULATE_WRITE``, which Python's ``mmap`` does not name.
 _MAPPED, _MADV_POPULATE_WRITE = 1 << 20, 23
@@ -219,7 +218,8 @@ def _build_table(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
     return bytes(out + footer)
 
 
-def _data_path(prefix: str, shard: int, shards: int) -> str:
+def data_path(prefix: str, shard: int, shards: int) -> str:
+    """The name of a data file: ``prefix.data-00000-of-00001``."""
     return f"{prefix}.data-{shard:05d}-of-{shards:05d}"
 
 
@@ -257,7 +257,7 @@ class BundleReader:
 
     def _data(self, shard: int) -> str:
         """The data file of ``shard`` (the previous one, with the previous index)."""
-        path = _data_path(self.prefix, shard, self.shards)
+        path = data_path(self.prefix, shard, self.shards)
         return path + _tf_files.PREVIOUS if self.previous else path
 
     def read(self, name: str) -> np.ndarray:
@@ -269,8 +269,45 @@ class BundleReader:
             )
         return self.read_entry(entry, where, name)
 
+    def pieces(self, name: str, where: str) -> list[tuple[Box, Entry]]:
+        """Where the tensor ``name`` is stored: its one entry, as the box of all of it, or
+        its slices' (checked to cover it exactly, ``_tf_slices.boxes``)."""
+        entry = self.entries[name]
+        if entry.sliced:
+            return _tf_slices.boxes(entry, self.slices.get(name, []), where)
+        return [(tuple((0, d) for d in entry.shape), entry)]
+
     def read_entry(self, entry: Entry, where: str, name: str) -> np.ndarray:
         """The data of ``entry`` (of the tensor ``name``), its CRC32C verified."""
+        file, path, dtype = self._open(entry, where, name)
+        with file:
+            buf = _aligned(entry.size)
+            _tf_files.read_into(file, entry.offset, buf.data, path)
+        if mask(crc32c(buf)) != entry.crc:
+            raise damaged(path, f"{name!r} fails its CRC32C check")
+        return buf.view(dtype).reshape(entry.shape)
+
+    def chunks(self, entry: Entry, where: str, name: str) -> Iterator[tuple[int, np.ndarray]]:
+        """The data of ``entry`` in runs of whole rows of its first axis (some
+        :data:`_CHUNK` bytes each), as ``(first row, rows)``, in order; its CRC32C is
+        checked after the last run is given, so the runs are kept only once this ends."""
+        file, path, dtype = self._open(entry, where, name)
+        shape, crc = entry.shape, 0
+        total = shape[0] if shape else 1  # a scalar: one row
+        row = math.prod(shape[1:]) * dtype.itemsize
+        step = max(1, _CHUNK // row) if row else max(1, total)
+        with file:
+            for first in range(0, total, step):
+                rows = min(step, total - first)
+                buf = _tf_files.read_at(file, entry.offset + first * row, rows * row, path)
+                crc = crc32c(buf, crc)
+                yield first, np.frombuffer(buf, dtype).reshape((rows, *shape[1:]) if shape else ())
+        if mask(crc) != entry.crc:
+            raise damaged(path, f"{name!r} fails its CRC32C check")
+
+    def _open(self, entry: Entry, where: str, name: str) -> tuple[FileIO, str, np.dtype]:
+        """The data file of ``entry`` opened, its name, and the dtype of the data, once the
+        entry is checked against its shape, the shards and the file's size."""
         dtype = DTYPES.get(entry.dtype)
         if dtype is None:
             raise CheckpointFormatError(
@@ -286,19 +323,13 @@ class BundleReader:
             raise CheckpointFormatError(
                 f"{where}: its data file {path} is missing; copy it beside the index."
             ) from None
-        with file:
-            end = entry.offset + entry.size
-            if end > size:
-                raise damaged(
-                    path,
-                    f"{name!r} is bytes {entry.offset}..{end}, but it ends at {size}",
-                    "truncated",
-                )
-            buf = _aligned(entry.size)
-            _tf_files.read_into(file, entry.offset, buf.data, path)
-        if mask(crc32c(buf)) != entry.crc:
-            raise damaged(path, f"{name!r} fails its CRC32C check")
-        return buf.view(dtype).reshape(entry.shape)
+        end = entry.offset + entry.size
+        if end > size:
+            file.close()
+            raise damaged(
+                path, f"{name!r} is bytes {entry.offset}..{end}, but it ends at {size}", "truncated"
+            )
+        return file, path, dtype
 
 
 def _aligned(size: int) -> np.ndarray:
@@ -316,59 +347,33 @@ def _aligned(size: int) -> np.ndarray:
     return raw[start : start + size]
 
 
-def _little_endian(value: np.ndarray | Callable[[], np.ndarray]) -> np.ndarray:
-    """A tensor to write, made now if given as a function, as C-order little-endian."""
-    array = np.asarray(value() if callable(value) else value)
-    return np.asarray(array, array.dtype.newbyteorder("<"), order="C")
+def write_data(
+    path: str, pieces: Iterable[tuple[bytes, np.ndarray]], shard: int
+) -> tuple[str, list[tuple[bytes, bytes]]]:
+    """Write ``pieces`` (a key and an array each, made as the iterable is read) to a fresh
+    temporary file beside ``path``, the data file of ``shard``, each made, checksummed and
+    written before the next is made; return its name and each piece's key and entry."""
+    entries: list[tuple[bytes, bytes]] = []
 
-
-def write_bundle(
-    prefix: str,
-    tensors: Mapping[str, np.ndarray | Callable[[], np.ndarray]],
-    partitions: Mapping[str, int] | None = None,
-) -> None:
-    """Write ``tensors`` (numeric or bool arrays, by non-empty name) as one shard; each
-    that ``partitions`` names in that many slices, as a partitioned variable.
-
-    A value may be a function that returns the array: each is then made, checksummed and
-    written before the next is made, so a state on a device is copied to the host one
-    tensor at a time.  The data are written in the order of the names, a partitioned
-    tensor's slices in their order at its name's place, as TensorFlow's Saver writes them."""
-    parts = dict(partitions or {})
-    entries = [(b"", _tf_proto.header(1))]
-
-    def pieces() -> Iterator[memoryview]:
+    def raw() -> Iterator[memoryview]:
         offset = 0
-        for name in sorted(tensors):
-            array = _little_endian(tensors[name])
-            if name in parts:
-                full, items = _tf_slices.split(
-                    name, array, parts[name], _tf_proto.ENUMS[array.dtype]
-                )
-                entries.append((name.encode(), full))
-            else:
-                items = [(name.encode(), array)]
-            for key, piece in items:
-                raw = np.ascontiguousarray(piece).reshape(-1).view(np.uint8)
-                crc = mask(crc32c(raw))
-                entry = Entry(
-                    _tf_proto.ENUMS[piece.dtype], piece.shape, 0, offset, raw.size, crc, False
-                )
-                entries.append((key, entry.encode()))
-                offset += raw.size
-                yield raw.data
+        for key, piece in pieces:
+            array = np.asarray(piece, piece.dtype.newbyteorder("<"), order="C")
+            data = array.reshape(-1).view(np.uint8)
+            crc = mask(crc32c(data))
+            enum = _tf_proto.ENUMS[array.dtype]
+            entries.append(
+                (key, Entry(enum, array.shape, shard, offset, data.size, crc, False).encode())
+            )
+            offset += data.size
+            yield data.data
 
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    index, data = prefix + ".index", _data_path(prefix, 0, 1)
-    with _tf_files.locked(prefix):
-        _tf_files.remove_leftovers(prefix, [index, data])
-        new_data = _tf_files.temporary(data, pieces())
-        try:
-            new_index = _tf_files.temporary(index, [_build_table(sorted(entries))])
-        except BaseException:
-            Path(new_data).unlink()
-            raise
-        _tf_files.replace(prefix, new_index, {data: new_data})
+    return _tf_files.temporary(path, raw()), entries
+
+
+def index_table(shards: int, entries: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The index of a bundle of ``shards`` data files holding ``entries`` (key, entry)."""
+    return _build_table(sorted([(b"", _tf_proto.header(shards)), *entries]))
 
 
 _STATE_FILE = "checkpoint"

@@ -20,10 +20,11 @@ What it reads: each slice key decoded into its name and extents, and the slices 
 tensor assembled into one array.  Refused, as damaged: a slice outside the tensor, of
 another shape than its extents or of another dtype than the tensor (never cast), two
 slices that overlap (TensorFlow's "Overlapping slices"), and slices that leave part of
-the tensor uncovered.  What it writes: a tensor split along its first axis
-into ``n`` slices as ``fixed_size_partitioner(n)`` splits it (the first ``rows % n``
-one row longer; every other dimension whole, written as ``start`` 0 and its size, as
-TensorFlow's ``SaveSliceInfo`` spec does), byte for byte what a ``Saver`` writes.
+the tensor uncovered.  What it writes: the entry and keys of any slices (``_tf_job``
+chooses them: a tensor split along its first axis into ``n`` slices as
+``fixed_size_partitioner(n)`` splits it, the first ``rows % n`` one row longer — byte for
+byte what a ``Saver`` writes —, and the boxes of a tensor held by several processes),
+every extent written as ``start`` and length, as TensorFlow's ``SaveSliceInfo`` spec does.
 
 What it assumes: the keys come from an index whose CRC32C was verified; a malformed one
 is still refused with the file's name, never read past its end.
@@ -39,13 +40,14 @@ import numpy as np
 
 from funcgrad._checks import as_int
 from funcgrad.train.checkpoints import _tf_proto
+from funcgrad.train.checkpoints._processes import Box
+from funcgrad.train.checkpoints._processes import overlap
+from funcgrad.train.checkpoints._processes import slices
 from funcgrad.train.checkpoints._tf_files import damaged
 from funcgrad.train.checkpoints._tf_proto import Entry
 
 #: ``(start, length)`` per dimension of a slice; ``length`` -1 for a whole dimension.
 Extents = tuple[tuple[int, int], ...]
-#: ``(start, stop)`` per dimension: the part of a tensor a slice fills.
-Box = tuple[tuple[int, int], ...]
 
 
 def _signed(value: int) -> bytes:
@@ -144,17 +146,6 @@ def _dtype_name(enum: int) -> str:
     return dtype.name if dtype is not None else f"type {enum}"
 
 
-def overlap(a: Box, b: Box) -> Box | None:
-    """The box two boxes share, or ``None`` (also where it would hold no value)."""
-    shared = tuple((max(s, t), min(e, f)) for (s, e), (t, f) in zip(a, b, strict=True))
-    return shared if all(start < stop for start, stop in shared) else None
-
-
-def index(box: Box) -> tuple[slice, ...]:
-    """``box`` as a NumPy index."""
-    return tuple(slice(start, stop) for start, stop in box)
-
-
 def assemble(
     read_entry: Callable[[Entry, str, str], np.ndarray],
     full: Entry,
@@ -169,30 +160,43 @@ def assemble(
         piece = read_entry(entry, where, name)
         if out is None:
             out = np.empty(full.shape, piece.dtype)  # every value is written: they cover it
-        out[index(box)] = piece
+        out[slices(box)] = piece
     assert out is not None  # boxes() refuses a tensor without slices
     return out
 
 
-def _extent(start: int, length: int) -> bytes:
-    return _tf_proto.put_int(1, start) + _tf_proto.varint(2 << 3) + _tf_proto.varint(length)
-
-
-def split(
-    name: str, array: np.ndarray, parts: int, dtype: int
-) -> tuple[bytes, list[tuple[bytes, np.ndarray]]]:
-    """The full entry of ``array`` stored in ``parts`` slices along its first axis, and
-    each slice's key and data."""
-    rows, rest = array.shape[0], array.shape[1:]
+def partition(shape: tuple[int, ...], parts: int) -> list[Box]:
+    """The boxes ``fixed_size_partitioner(parts)`` splits a tensor of ``shape`` into:
+    along its first axis, the first ``rows % parts`` one row longer."""
+    rows, rest = shape[0], tuple((0, d) for d in shape[1:])
     sizes = [rows // parts + (p < rows % parts) for p in range(parts)]
     starts = np.cumsum([0, *sizes[:-1]]).tolist()
-    protos, pieces = [], []
-    for start, size in zip(starts, sizes, strict=True):
-        extents = ((start, size), *((0, d) for d in rest))
-        protos.append(b"".join(_tf_proto.put_bytes(1, _extent(s, n)) for s, n in extents))
-        pieces.append((slice_key(name, extents), array[start : start + size]))
-    full = _tf_proto.put_int(1, dtype) + _tf_proto.put_bytes(2, _tf_proto.shape_proto(array.shape))
-    return full + b"".join(_tf_proto.put_bytes(7, p) for p in protos), pieces
+    return [((start, start + size), *rest) for start, size in zip(starts, sizes, strict=True)]
+
+
+def box_key(name: str, box: Box) -> bytes:
+    """The key of the slice ``box`` of ``name``: every extent as ``start`` and ``length``,
+    as TensorFlow's ``SaveSliceInfo`` spec gives them."""
+    return slice_key(name, tuple((start, stop - start) for start, stop in box))
+
+
+def full_entry(dtype: int, shape: tuple[int, ...], stored: list[Box]) -> bytes:
+    """The entry of a tensor stored as the slices ``stored``: its dtype, shape and one
+    ``TensorSliceProto`` per slice, no data."""
+    protos = [
+        b"".join(
+            _tf_proto.put_bytes(
+                1,
+                _tf_proto.put_int(1, start)
+                + _tf_proto.varint(2 << 3)
+                + _tf_proto.varint(stop - start),
+            )
+            for start, stop in box
+        )
+        for box in stored
+    ]
+    head = _tf_proto.put_int(1, dtype) + _tf_proto.put_bytes(2, _tf_proto.shape_proto(shape))
+    return head + b"".join(_tf_proto.put_bytes(7, proto) for proto in protos)
 
 
 def expand(
