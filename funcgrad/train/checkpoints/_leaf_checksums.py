@@ -77,7 +77,7 @@ def record(caller: str, paths: list[str], leaves: list[Any]) -> list[int]:
                 register ^= theirs[str(i)]
             crcs[i] = _crc32c.finish(register, leaf.size * leaf.dtype.itemsize)
         else:
-            differ = [k for k, (theirs, _) in enumerate(views) if theirs[i] != crcs[i]]
+            differ = [k for k, (theirs, _) in enumerate(views) if theirs[i] != views[0][0][i]]
             if differ:
                 raise ValueError(
                     f"{caller}: {paths[i]} differs between process 0 and process {differ[0]}, "
