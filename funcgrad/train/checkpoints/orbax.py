@@ -259,8 +259,9 @@ class Checkpointer:
           TypeError: ``step`` is not an integer (``2.7``), or it is ``None`` and
             ``state`` has no ``global_step``.
           ValueError: ``step`` is negative, that step is already saved (it is not
-            overwritten), or the directory now holds entries that are not
-            checkpoints.  Nothing is written or deleted.
+            overwritten), the directory now holds entries that are not checkpoints, or
+            (in a job) copies of a leaf that each process holds differ between them.
+            Nothing is written or deleted.
           RuntimeError: orbax declined to write the step.
 
         Example:

@@ -11,7 +11,8 @@ them (``funcgrad.train.checkpoints._tf_layout`` says how).  :func:`restore_tf_ch
 reads them into a state; :func:`save_tf_checkpoint` writes a state for TensorFlow.
 Continued training gives TensorFlow's numbers (to float32 rounding).  The files are
 read and written by ``funcgrad.train.checkpoints._tf_bundle``, with NumPy (and
-``google-crc32c`` for the checksums): TensorFlow is not needed.  Both stream: a restore
+``google-crc32c`` for the checksums): TensorFlow is not needed; by every process of a
+``jax.distributed`` job together (``_tf_job``, ``_tf_placement``).  Both stream: a restore
 places each tensor before it reads the next, a save copies one at a time to the host.
 
 The names, per variable ``v`` (a name of :func:`~funcgrad.train.variable_names`):
@@ -353,7 +354,12 @@ def save_tf_checkpoint(
     the graph's other variables here, or restore with ``Saver(var_list=[...])``; an
     integer or boolean leaf of ``params`` is no variable and is not written (pass an
     integer variable of the graph in ``extras``).  Files are written under temporary
-    names and renamed into place, so a crash leaves no half-written checkpoint.
+    names and renamed into place, so a crash leaves no half-written checkpoint; a second
+    program saving the same ``path`` waits for this save, then saves whole after it.
+    Under ``jax.distributed`` every process calls it, with the same arguments: each
+    writes what it holds to a data file of its own, ``path.data-0000k-of-0000n``, and
+    process 0 the index (TensorFlow's sharded format; ``docs/scale.md``, "Several
+    hosts").
 
     Args:
       path: the checkpoint prefix to write, e.g. ``"train/model.ckpt-1000"`` (no step
@@ -391,6 +397,9 @@ def save_tf_checkpoint(
         :func:`restore_tf_checkpoint` for ``name_map``.
       TypeError: a value's dtype has no TensorFlow dtype, or ``partitions`` is no mapping
         of names to ints; as :func:`restore_tf_checkpoint`.
+      RuntimeError: in a job, another process could not write its part (it raised its
+        own error); nothing was saved.  In a job, a ``ValueError`` also where the
+        processes save different states, or copies of a value each holds differ.
 
     Example:
       >>> import tempfile
