@@ -81,7 +81,7 @@ _PREFIX_FIX = "pass the prefix of a checkpoint, e.g. 'train/model.ckpt-1000'"
 _MAGIC, _FOOTER, _BLOCK, _ALIGN = 0xDB4775248B80FB57, 48, 262144, 64
 #: The bytes a restore into a sharded template reads at a time (:meth:`BundleReader.chunks`).
 _CHUNK = 1 << 24
-#: Tensors from this size on are read into mapped memory (:func:`_aligned`); Linux's
+#: Tensors from this size on are read into mapped memory (:func:`aligned`); Linux's
 #: ``MADV_POPULATE_WRITE``, which Python's ``mmap`` does not name.
 _MAPPED, _MADV_POPULATE_WRITE = 1 << 20, 23
 
@@ -281,7 +281,7 @@ class BundleReader:
         """The data of ``entry`` (of the tensor ``name``), its CRC32C verified."""
         file, path, dtype = self._open(entry, where, name)
         with file:
-            buf = _aligned(entry.size)
+            buf = aligned(entry.size)
             _tf_files.read_into(file, entry.offset, buf.data, path)
         if mask(crc32c(buf)) != entry.crc:
             raise damaged(path, f"{name!r} fails its CRC32C check")
@@ -332,7 +332,7 @@ class BundleReader:
         return file, path, dtype
 
 
-def _aligned(size: int) -> np.ndarray:
+def aligned(size: int) -> np.ndarray:
     """A writable ``uint8`` buffer at a 64-byte boundary, where ``jax.device_put`` on a CPU
     takes the memory over instead of copying it.  A large one is mapped and, where Linux
     can (5.14+), made present in one call: a fault per 4 KiB page as the file is read into

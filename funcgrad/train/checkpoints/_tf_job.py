@@ -204,7 +204,7 @@ def _fingerprint(tensors: Mapping[str, Tensor], plan: Mapping[str, list[_Piece]]
         held = tensors[name].held
         own = None if _processes.spread(held) else crc32c(np.ascontiguousarray(held))
         pieces = [[p.box, p.writer] for p in plan[name]]
-        out.append([name, tensors[name].stored().str, list(np.shape(held)), pieces, own])
+        out.append([name, tensors[name].stored().name, list(np.shape(held)), pieces, own])
     return out
 
 

@@ -15,10 +15,11 @@ stored piece that meets one of them, in runs of rows (``BundleReader.chunks``), 
 what its boxes need and drops the rest, and checks the piece's CRC32C over all its bytes
 (so each process verifies every byte it keeps); then it makes the global array from its
 devices' buffers (``jax.make_array_from_single_device_arrays``), on the template's
-sharding.  Memory: this process's boxes and one run (16 MiB).  A checkpoint saved by a job
-of the same layout has one piece per box, so each process reads its own; one saved by a
-single process is read whole by every process (its CRC32C covers all of it), each keeping
-its part.
+sharding; on a CPU the devices take the buffers over (64-byte aligned, as
+``BundleReader.read``'s).  Memory: this process's boxes and one run (16 MiB).  A
+checkpoint saved by a job of the same layout has one piece per box, so each process reads
+its own; one saved by a single process is read whole by every process (its CRC32C covers
+all of it), each keeping its part.
 
 What it assumes: the pieces were checked to cover the tensor exactly
 (``_tf_slices.boxes``) and the template has the checkpoint's dtype and shape
@@ -28,6 +29,7 @@ global array is an operation of the job).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -35,6 +37,7 @@ import numpy as np
 
 from funcgrad.train.checkpoints import _processes
 from funcgrad.train.checkpoints._tf_bundle import BundleReader
+from funcgrad.train.checkpoints._tf_bundle import aligned
 
 
 def read(reader: BundleReader, name: str, like: Any) -> np.ndarray | jax.Array:
@@ -45,8 +48,10 @@ def read(reader: BundleReader, name: str, like: Any) -> np.ndarray | jax.Array:
     where = f"{reader.index} [{name!r}]"
     shape = reader.entries[name].shape
     mine: dict[_processes.Box, np.ndarray] = {}
-    for box, _ in _processes.local(like):
-        mine[box] = np.empty([stop - start for start, stop in box], like.dtype)
+    dtype = np.dtype(like.dtype)
+    for box, _ in _processes.local(like):  # memory a CPU device takes over, not a copy
+        extent = [stop - start for start, stop in box]
+        mine[box] = aligned(math.prod(extent) * dtype.itemsize).view(dtype).reshape(extent)
     for stored, entry in reader.pieces(name, where):
         wanted = [box for box in mine if _processes.overlap(box, stored) is not None]
         if not wanted:
@@ -58,8 +63,11 @@ def read(reader: BundleReader, name: str, like: Any) -> np.ndarray | jax.Array:
                 shared = _processes.overlap(box, run)
                 if shared is not None:
                     mine[box][_processes.within(shared, box)] = rows[_processes.within(shared, run)]
-    arrays = [
-        jax.device_put(mine[_processes.box_of(shard.index, shape)], shard.device)
-        for shard in like.addressable_shards
-    ]
+    arrays, given = [], set()
+    for shard in like.addressable_shards:  # a box on several devices: a copy for each other
+        box = _processes.box_of(shard.index, shape)
+        arrays.append(
+            jax.device_put(mine[box] if box not in given else mine[box].copy(), shard.device)
+        )
+        given.add(box)
     return jax.make_array_from_single_device_arrays(shape, like.sharding, arrays)
