@@ -281,11 +281,16 @@ class BundleReader:
         """The data of ``entry`` (of the tensor ``name``), its CRC32C verified."""
         file, path, dtype = self._open(entry, where, name)
         with file:
-            buf = aligned(entry.size)
-            _tf_files.read_into(file, entry.offset, buf.data, path)
-        if mask(crc32c(buf)) != entry.crc:
-            raise damaged(path, f"{name!r} fails its CRC32C check")
-        return buf.view(dtype).reshape(entry.shape)
+            out = aligned(entry.size).view(dtype).reshape(entry.shape)
+            _fill(file, path, entry, name, out)
+        return out
+
+    def read_into(self, entry: Entry, where: str, name: str, out: np.ndarray) -> None:
+        """Fill ``out`` (a C-contiguous array of the entry's dtype and shape) with the
+        data of ``entry``, its CRC32C verified."""
+        file, path, _ = self._open(entry, where, name)
+        with file:
+            _fill(file, path, entry, name, out)
 
     def chunks(self, entry: Entry, where: str, name: str) -> Iterator[tuple[int, np.ndarray]]:
         """The data of ``entry`` in runs of whole rows of its first axis (some
@@ -330,6 +335,14 @@ class BundleReader:
                 path, f"{name!r} is bytes {entry.offset}..{end}, but it ends at {size}", "truncated"
             )
         return file, path, dtype
+
+
+def _fill(file: FileIO, path: str, entry: Entry, name: str, out: np.ndarray) -> None:
+    """Read the data of ``entry`` from ``file`` into ``out``; check its CRC32C."""
+    buf = out.reshape(-1).view(np.uint8)
+    _tf_files.read_into(file, entry.offset, buf.data, path)
+    if mask(crc32c(buf)) != entry.crc:
+        raise damaged(path, f"{name!r} fails its CRC32C check")
 
 
 def aligned(size: int) -> np.ndarray:

@@ -10,13 +10,14 @@ variable's, or the boxes a job's processes wrote).
 
 What it does: a template that this process holds whole (one process, or a process's own
 copy in a job) takes the tensor read whole, as before.  For a template spread over the
-processes of a job, each process fills only the boxes its devices hold: it reads each
-stored piece that meets one of them, in runs of rows (``BundleReader.chunks``), copies
-what its boxes need and drops the rest, and checks the piece's CRC32C over all its bytes
-(so each process verifies every byte it keeps); then it makes the global array from its
-devices' buffers (``jax.make_array_from_single_device_arrays``), on the template's
-sharding; on a CPU the devices take the buffers over (64-byte aligned, as
-``BundleReader.read``'s).  Memory: this process's boxes and one run (16 MiB).  A
+processes of a job, each process fills only the boxes its devices hold: a stored piece
+that is one of its boxes is read into place; any other that meets them is read in runs
+of rows (``BundleReader.chunks``), what its boxes need copied and the rest dropped; each
+piece's CRC32C is checked over all its bytes (so each process verifies every byte it
+keeps); then it makes the global array from its devices' buffers
+(``jax.make_array_from_single_device_arrays``), on the template's sharding; on a CPU the
+devices take the buffers over (64-byte aligned, as ``BundleReader.read``'s).  Memory:
+this process's boxes and one run (16 MiB).  A
 checkpoint saved by a job of the same layout has one piece per box, so each process reads
 its own; one saved by a single process is read whole by every process (its CRC32C covers
 all of it), each keeping its part.
@@ -54,7 +55,8 @@ def read(reader: BundleReader, name: str, like: Any) -> np.ndarray | jax.Array:
         mine[box] = aligned(math.prod(extent) * dtype.itemsize).view(dtype).reshape(extent)
     for stored, entry in reader.pieces(name, where):
         wanted = [box for box in mine if _processes.overlap(box, stored) is not None]
-        if not wanted:
+        if wanted == [stored]:  # a slice this process holds as it is: read into place
+            reader.read_into(entry, where, name, mine[stored])
             continue
         for first, rows in reader.chunks(entry, where, name):
             start = stored[0][0] + first if shape else 0  # a scalar: one run, box ()
