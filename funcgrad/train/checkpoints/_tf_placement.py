@@ -55,6 +55,8 @@ def read(reader: BundleReader, name: str, like: Any) -> np.ndarray | jax.Array:
         mine[box] = aligned(math.prod(extent) * dtype.itemsize).view(dtype).reshape(extent)
     for stored, entry in reader.pieces(name, where):
         wanted = [box for box in mine if _processes.overlap(box, stored) is not None]
+        if not wanted:  # another process's
+            continue
         if wanted == [stored]:  # a slice this process holds as it is: read into place
             reader.read_into(entry, where, name, mine[stored])
             continue
