@@ -229,18 +229,30 @@ def check_all_ids(caller: str, grads: Sequence[Any], names: Sequence[str]) -> No
 
 
 def check_ids(caller: str, name: str, slices: IndexedSlices) -> None:
-    """Raise ``ValueError`` for a concrete id outside the table (nothing under a trace)."""
-    if isinstance(slices.indices, jax.core.Tracer):
+    """Raise ``ValueError`` for a concrete id outside the table (nothing under a trace).
+
+    Ids spread over the processes of a job (``jax.distributed``) are checked where they
+    lie, by the job's devices, whose verdict every process reads: every process raises,
+    or none; no process fetches another's ids."""
+    indices, rows = slices.indices, slices.dense_shape[0]
+    if isinstance(indices, jax.core.Tracer):
         return
-    ids = np.asarray(slices.indices)
-    rows = slices.dense_shape[0]
-    bad = ids[(ids < 0) | (ids >= rows)]
-    if bad.size:
-        raise ValueError(
-            f"{caller}: id {int(bad[0])} gathers a row of {name}, a table of {rows} rows "
-            f"(shape {slices.dense_shape}); JAX's gather would clamp or fill it silently "
-            f"where TensorFlow raises - keep every id in [0, {rows})."
-        )
+    if isinstance(indices, jax.Array) and not indices.is_fully_addressable:
+        outside = (indices < 0) | (indices >= rows)
+        if not bool(jnp.any(outside)):
+            return
+        first = int(jnp.min(jnp.where(outside, indices, jnp.iinfo(indices.dtype).max)))
+    else:
+        ids = np.asarray(indices)
+        bad = ids[(ids < 0) | (ids >= rows)]
+        if not bad.size:
+            return
+        first = int(bad[0])
+    raise ValueError(
+        f"{caller}: id {first} gathers a row of {name}, a table of {rows} rows "
+        f"(shape {slices.dense_shape}); JAX's gather would clamp or fill it silently "
+        f"where TensorFlow raises - keep every id in [0, {rows})."
+    )
 
 
 # --- the analysis ---------------------------------------------------------------------
