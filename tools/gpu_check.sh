@@ -5,6 +5,9 @@
 #
 #   bash tools/gpu_check.sh [OUT_DIR]
 #
+# PYTHON (default python3) is the interpreter with JAX; JAX_PLATFORMS (default cuda,cpu)
+# may name cpu alone to try the script on a machine without a GPU.
+#
 # A package the image lacks (google-crc32c) travels as a wheel in .whl/, made on a machine
 # with a network (Python 3.12, manylinux x86-64):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
@@ -12,27 +15,33 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-gpu-results}}
+py=${PYTHON:-python3}
+status=0
 mkdir -p "$out"
 if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/funcgrad-site .whl/*.whl
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target /tmp/funcgrad-site .whl/*.whl
     export PYTHONPATH="/tmp/funcgrad-site:$PWD"
 else
     export PYTHONPATH="$PWD"
 fi
-export JAX_PLATFORMS=cuda,cpu PYTHONUNBUFFERED=1
-python3 - <<'PY' | tee "$out/versions.txt"
+export JAX_PLATFORMS=${JAX_PLATFORMS:-cuda,cpu} PYTHONUNBUFFERED=1
+"$py" - <<'PY' | tee "$out/versions.txt"
 import sys, jax, optax, funcgrad
 print("Python", sys.version.split()[0], "JAX", jax.__version__, "optax", optax.__version__)
 print("devices", jax.devices())
 PY
 # The suite's core: gradients, overrides, conventions, higher orders, the jaxpr machinery
 # and the TF1 optimizers (TensorFlow's parity tests need TensorFlow and are skipped here).
-timeout 240 python3 -m pytest -q -p no:cacheprovider -n 8 \
+timeout 240 "$py" -m pytest -q -p no:cacheprovider -n 8 \
     tests/test_gradients.py tests/test_higher_order.py tests/test_overrides.py \
     tests/test_conventions.py tests/test_rewrite.py tests/test_connectivity.py \
     tests/test_jax_internals.py tests/test_sparse_reads.py tests/test_train_optimizer.py \
-    tests/test_train_tf_optimizers.py tests/test_train_sparse.py 2>&1 | tee "$out/suite.txt"
+    tests/test_train_tf_optimizers.py tests/test_train_sparse.py 2>&1 | tee "$out/suite.txt" ||
+    status=1
 # Each benchmark times funcgrad and its hand-written baseline side by side, interleaved.
-timeout 120 python3 benchmarks/bench_trace.py --repeats 7 2>&1 | tee "$out/bench_trace.txt"
-timeout 90 python3 benchmarks/bench_tf1_projects.py --repeats 9 2>&1 | tee "$out/bench_tf1_projects.txt"
-timeout 90 python3 benchmarks/bench_adafactor.py --repeats 9 2>&1 | tee "$out/bench_adafactor.txt"
+for bench in "bench_trace 120 7" "bench_tf1_projects 90 9" "bench_adafactor 90 9"; do
+    read -r name limit repeats <<<"$bench"
+    timeout "$limit" "$py" "benchmarks/$name.py" --repeats "$repeats" 2>&1 |
+        tee "$out/$name.txt" || status=1
+done
+exit "$status"
