@@ -5,18 +5,20 @@ the values and the gradients are TensorFlow's.  Every read of a table is a gathe
 rows, so ``compute_gradients`` gives each table (each shard) an ``fg.IndexedSlices``, as
 ``tf.gradients`` does.
 
-JAX's shapes are static where TensorFlow partitions ids at run time
-(``dynamic_partition``): each shard is read once per id, and the positions an id of
-another shard (or a pruned entry) holds read an id the call does read from that shard,
-with a zero cotangent.  Those rows add nothing once an optimizer sums duplicate ids, so
-every sparse rule gives TensorFlow's numbers.  A shard that no id of the call reaches is
-read at the id one past its end: under ``jax.jit`` the optimizers drop such a row, as
-TensorFlow's empty ``IndexedSlices`` changes nothing.
+TensorFlow sends each shard its own ids (``dynamic_partition``, sizes known only when the
+step runs); JAX's shapes are static.  So a lookup over shards reads them as one table:
+each id's shard and row become its position in the shards one after the other, and one
+gather of whole rows reads those positions of their concatenation (which XLA leaves
+unbuilt when the shards are the slices of one array, as a restored partitioned variable
+is).  A pruned entry reads the position one past the end, which that gather fills with
+zeros and reads nothing of.  ``funcgrad._core.sparse_reads`` gives each shard the rows of
+its own ids: eagerly exactly TensorFlow's; under ``jax.jit`` with rows of zeros at id
+``rows`` (one past the shard) in place of the other shards' ids, which ``to_dense`` and
+every optimizer drop.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.experimental import sparse
 
 from funcgrad._checks import did_you_mean
@@ -131,12 +134,16 @@ def _assign(ids: jax.Array, sizes: list[int], strategy: str) -> tuple[jax.Array,
     return shard, jnp.where(shard < extras, ids % (per + 1), (ids - extras) % per)
 
 
-def _read(shard: jax.Array, rows: jax.Array, mine: jax.Array) -> jax.Array:
-    """``shard[rows]`` where ``mine``, zeros elsewhere, by one gather of whole rows whose
-    other positions read a row that ``mine`` reads too (or one past the end if none)."""
-    anchor = jnp.where(jnp.any(mine), rows[jnp.argmax(mine)], shard.shape[0])
-    read = jnp.take(shard, jnp.where(mine, rows, anchor), axis=0, mode="fill", fill_value=0)
-    return jnp.where(mine.reshape(mine.shape + (1,) * (read.ndim - 1)), read, 0)
+def _gather_rows(table: jax.Array, positions: jax.Array) -> jax.Array:
+    """``table[positions]`` by one gather of whole rows, also of no rows (where
+    ``jnp.take`` leaves no gather to differentiate); a position past the end reads zeros
+    and nothing of the table."""
+    dims = lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(1, table.ndim)), collapsed_slice_dims=(0,), start_index_map=(0,)
+    )
+    return lax.gather(
+        table, positions[:, None], dims, (1, *table.shape[1:]), mode="fill", fill_value=0
+    )
 
 
 def _lookup(
@@ -153,11 +160,14 @@ def _lookup(
     ids = _ids(caller, ids)
     keep = jnp.ones(ids.shape, bool) if keep is None else keep
     sizes = [s.shape[0] for s in shards]
-    _check_range(caller, ids, keep, sum(sizes))
+    total = sum(sizes)
+    _check_range(caller, ids, keep, total)
+    ids = ids.astype(ids.dtype if ids.dtype.itemsize >= 4 else jnp.int32)  # room for total
     shard, rows = _assign(ids, sizes, strategy)
-    inside = (ids >= 0) & (ids < sum(sizes))
-    reads = [_read(s, rows, keep & inside & (shard == p)) for p, s in enumerate(shards)]
-    out = functools.reduce(jnp.add, reads)
+    inside = (ids >= 0) & (ids < total)
+    starts = jnp.asarray(np.cumsum([0, *sizes[:-1]]), ids.dtype)
+    positions = jnp.where(keep & inside, jnp.take(starts, shard, mode="clip") + rows, total)
+    out = _gather_rows(shards[0] if len(shards) == 1 else jnp.concatenate(shards), positions)
     out = jnp.where((inside | ~keep).reshape(ids.shape + (1,) * (out.ndim - 1)), out, jnp.nan)
     if max_norm is not None:  # each row on its own, as TensorFlow's _clip
         out = clip_by_norm(out, max_norm, axes=tuple(range(1, out.ndim)))
@@ -181,7 +191,10 @@ def embedding_lookup(
     L2 norm, as TensorFlow does (``tf.clip_by_norm`` over the row's axes).
 
     Every read is a gather of whole rows, so ``compute_gradients`` gives the table (each
-    shard) an ``fg.IndexedSlices``.
+    shard) an ``fg.IndexedSlices``.  A partitioned variable restored whole is looked up
+    as ``embedding_lookup(jnp.array_split(table, n), ids)`` inside the loss: one gather of
+    the table, whose gradient stays the rows of the ids.  Separate shard arrays are
+    copied into one for the gather.
 
     Args:
       params: an array of shape ``(V, *row)``, or a list of shards ``(V_p, *row)``.

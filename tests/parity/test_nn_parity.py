@@ -266,3 +266,58 @@ def test_sparse_lookups_clip_each_row_to_max_norm(run_tf1, tf, safe):
         )  # fmt: skip
 
     _check(f, shards, cot, want, want_grads, scale=4)
+
+
+PARTITIONED_BATCHES = [np.array(b, np.int32) for b in ([9, 0, 5], [1, 1, 4], [6, 2], [3, 3, 9])]
+
+
+@pytest.mark.parametrize("strategy", ["mod", "div"])
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        pytest.param("MomentumOptimizer", {"learning_rate": 0.1, "momentum": 0.9}, id="momentum"),
+        pytest.param("RMSPropOptimizer", {"learning_rate": 0.05}, id="rmsprop"),
+    ],
+)
+def test_a_restored_partitioned_table_trains_as_tensorflows(tf, tmp_path, name, kwargs, strategy):
+    """A TF1 table made by fixed_size_partitioner(3), trained one step and saved by TF;
+    funcgrad restores it whole and trains it by the documented recipe
+    (embedding_lookup over jnp.array_split(table, 3)): the table's gradient is the rows of
+    the ids, so the rows no id touches keep still, as in TensorFlow's parts (the recipe's
+    dense gradient moved them)."""
+    tf1 = tf.compat.v1
+    prefix = str(tmp_path / "model.ckpt")
+    want = []
+    with tf.Graph().as_default():
+        table = tf1.get_variable(
+            "embedding", (10, 3), initializer=tf1.random_normal_initializer(seed=1),
+            partitioner=tf1.fixed_size_partitioner(3),
+        )  # fmt: skip
+        ids = tf1.placeholder(tf.int32, [None])
+        rows = tf1.nn.embedding_lookup(table, ids, partition_strategy=strategy)
+        loss = tf.reduce_sum(tf.square(tf.tanh(tf.matmul(rows, W[:3])) - 0.5))
+        step = tf1.train.get_or_create_global_step()
+        train = getattr(tf1.train, name)(**kwargs).minimize(loss, global_step=step)
+        whole = tf.concat(list(table), 0)
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            sess.run(train, {ids: PARTITIONED_BATCHES[0]})
+            tf1.train.Saver().save(sess, prefix)
+            for batch in PARTITIONED_BATCHES[1:]:
+                sess.run(train, {ids: batch})
+                want.append(sess.run(whole))
+
+    opt = getattr(fg.train, name)(**kwargs)
+    state = fg.train.restore_tf_checkpoint(prefix, opt.init({"embedding": jnp.zeros((10, 3))}), opt)
+
+    def loss_fn(params, ids):
+        parts = jnp.array_split(params["embedding"], 3)  # fixed_size_partitioner's parts
+        rows = fg.nn.embedding_lookup(parts, ids, strategy)
+        return jnp.sum(jnp.square(jnp.tanh(rows @ W[:3]) - 0.5))
+
+    step = jax.jit(lambda s, ids: opt.minimize(loss_fn, s, ids)[0])
+    for k, (batch, table) in enumerate(zip(PARTITIONED_BATCHES[1:], want, strict=True)):
+        state = step(state, batch)
+        np.testing.assert_allclose(
+            state.params["embedding"], table, rtol=1e-5, atol=1e-6, err_msg=f"step {k + 2}"
+        )
