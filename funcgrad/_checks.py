@@ -37,6 +37,14 @@ def as_int(caller: str, name: str, value: Any, *, minimum: int | None = None, hi
     return number
 
 
+def as_bool(caller: str, name: str, value: Any) -> bool:
+    """``value`` as a Python ``bool``: ``True`` or ``False`` (or a NumPy bool); anything
+    else, a truthy string or number included, is a ``TypeError``."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{caller}: {name} must be True or False, got {value!r}; pass a bool.")
+    return bool(value)
+
+
 def is_integer(value: Any, *, arrays: bool = True) -> bool:
     """Whether ``value`` is an integer, not a bool: a Python or NumPy integer, or (with
     ``arrays``) an array of an integer dtype, concrete or traced."""

@@ -20,7 +20,7 @@ every optimizer drop.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import operator
 from typing import Any
 from typing import NamedTuple
 
@@ -30,8 +30,10 @@ import numpy as np
 from jax import lax
 from jax.experimental import sparse
 
-from funcgrad._checks import did_you_mean
+from funcgrad._checks import as_bool
+from funcgrad._checks import as_int
 from funcgrad.clip import clip_by_norm
+from funcgrad.nn import _checks
 
 __all__ = [
     "SparseTensor",
@@ -63,50 +65,6 @@ class SparseTensor(NamedTuple):
     indices: Any
     values: Any
     dense_shape: tuple[int, ...]
-
-
-def _choice(caller: str, name: str, value: Any, valid: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in valid:
-        raise ValueError(
-            f"{caller}: {name}={value!r} is none of {list(valid)}"
-            f"{did_you_mean(str(value), valid)}; pass one of those."
-        )
-    return value
-
-
-def _shards(caller: str, params: Any) -> list[jax.Array]:
-    """``params`` as a list of 2-or-more-dimensional shards split as TensorFlow splits them."""
-    shards = list(params) if isinstance(params, list | tuple) else [params]
-    if not shards:
-        raise ValueError(f"{caller}: params is an empty list; pass the table or its shards.")
-    shards = [jnp.asarray(s) for s in shards]
-    rows = [s.shape[0] if s.ndim else 0 for s in shards]
-    total, n = sum(rows), len(shards)
-    split = [total // n + (p < total % n) for p in range(n)]
-    if any(s.ndim < 1 for s in shards) or any(s.shape[1:] != shards[0].shape[1:] for s in shards):
-        raise ValueError(
-            f"{caller}: the shards have shapes {[s.shape for s in shards]}; every shard needs "
-            "the same row shape, one row per id."
-        )
-    if rows != split:
-        raise ValueError(
-            f"{caller}: shards of {rows} rows; TensorFlow's partitioned tables split {total} "
-            f"rows as {split} (the first ones one row longer), and its mod and div "
-            "strategies assume that split - pass the shards in that layout."
-        )
-    if len({s.dtype for s in shards}) > 1:
-        raise TypeError(
-            f"{caller}: the shards have dtypes {[str(s.dtype) for s in shards]}; cast them "
-            "to one dtype."
-        )
-    return shards
-
-
-def _ids(caller: str, ids: Any) -> jax.Array:
-    ids = jnp.asarray(ids)
-    if not jnp.issubdtype(ids.dtype, jnp.integer):
-        raise TypeError(f"{caller}: ids has dtype {ids.dtype}; pass integer ids.")
-    return ids
 
 
 def _check_range(caller: str, ids: jax.Array, keep: jax.Array, rows: int) -> None:
@@ -155,9 +113,10 @@ def _lookup(
     keep: jax.Array | None = None,
 ) -> jax.Array:
     """``embedding_lookup``'s rows for flat ``ids``; zeros where ``keep`` is False."""
-    strategy = _choice(caller, "partition_strategy", partition_strategy, _STRATEGIES)
-    shards = _shards(caller, params)
-    ids = _ids(caller, ids)
+    strategy = _checks.choice(caller, "partition_strategy", partition_strategy, _STRATEGIES)
+    max_norm = _checks.max_norm(caller, max_norm)
+    shards = _checks.shards(caller, params)
+    ids = _checks.integer_ids(caller, "ids", ids)
     keep = jnp.ones(ids.shape, bool) if keep is None else keep
     sizes = [s.shape[0] for s in shards]
     total = sum(sizes)
@@ -222,9 +181,10 @@ def embedding_lookup(
       >>> fg.nn.embedding_lookup(shards, jnp.array([4, 1]), "div").tolist()
       [[8.0, 9.0], [2.0, 3.0]]
     """
-    del name, validate_indices
     caller = "fg.nn.embedding_lookup(params, ids)"
-    ids = _ids(caller, ids)
+    _checks.op_name(caller, name)
+    as_bool(caller, "validate_indices", validate_indices)
+    ids = _checks.integer_ids(caller, "ids", ids)
     flat = _lookup(caller, params, ids.reshape(-1), partition_strategy, max_norm)
     return flat.reshape(ids.shape + flat.shape[1:])
 
@@ -245,13 +205,18 @@ def _coo(caller: str, name: str, sp: Any) -> tuple[jax.Array, jax.Array, tuple[i
             "fields as fg.nn.SparseTensor(indices, values, dense_shape)."
         )
     try:
-        shape = tuple(int(d) for d in np.asarray(sp.dense_shape).reshape(-1))
-    except jax.errors.ConcretizationTypeError:
+        shape = tuple(operator.index(d) for d in sp.dense_shape)
+    except (jax.errors.ConcretizationTypeError, TypeError):
         raise TypeError(
-            f"{caller}: {name}.dense_shape is traced; the output's shape depends on it, so "
-            "pass it as Python ints."
+            f"{caller}: {name}.dense_shape is {sp.dense_shape!r}; the output's shape depends "
+            "on it, so pass it as a tuple of Python ints (not traced)."
         ) from None
     indices, values = jnp.asarray(sp.indices), jnp.asarray(sp.values)
+    if not jnp.issubdtype(indices.dtype, jnp.integer):
+        raise TypeError(
+            f"{caller}: {name}.indices has dtype {indices.dtype}; pass integer coordinates "
+            "(TensorFlow's are int64)."
+        )
     if indices.ndim != 2 or indices.shape[1] != len(shape) or values.shape != indices.shape[:1]:
         raise ValueError(
             f"{caller}: {name} has indices of shape {indices.shape}, values of shape "
@@ -282,7 +247,7 @@ def _entries(
     inside = jnp.all((indices >= 0) & (indices < jnp.array([shape], indices.dtype)), axis=1)
     strides = np.cumprod((*shape[1:-1], 1)[::-1])[::-1].astype(np.int32)
     segments = indices[:, :-1].astype(jnp.int32) @ jnp.asarray(strides)
-    return segments, _ids(caller, ids), weights, inside, shape
+    return segments, _checks.integer_ids(caller, "sp_ids.values", ids), weights, inside, shape
 
 
 def _combine(
@@ -298,7 +263,7 @@ def _combine(
     max_norm: Any,
 ) -> jax.Array:
     """TensorFlow's ``embedding_lookup_sparse_impl`` over the entries ``keep`` selects."""
-    combiner = _choice(caller, "combiner", combiner, _COMBINERS)
+    combiner = _checks.choice(caller, "combiner", combiner, _COMBINERS)
     rows = _lookup(caller, params, ids, partition_strategy, max_norm, keep)
     w = jnp.ones(ids.shape, rows.dtype) if weights is None else weights.astype(rows.dtype)
     w = jnp.where(keep, w, 0).reshape(w.shape + (1,) * (rows.ndim - 1))
@@ -362,8 +327,8 @@ def embedding_lookup_sparse(
       >>> fg.nn.embedding_lookup_sparse(table, sp_ids, weights).tolist()  # mean
       [[1.25, 0.5], [0.0, 1.0]]
     """
-    del name
     caller = "fg.nn.embedding_lookup_sparse(params, sp_ids, sp_weights)"
+    _checks.op_name(caller, name)
     segments, ids, weights, inside, shape = _entries(caller, sp_ids, sp_weights, rank=2)
     combiner = "mean" if combiner is None else combiner
     return _combine(
@@ -418,10 +383,18 @@ def safe_embedding_lookup_sparse(
       >>> fg.nn.safe_embedding_lookup_sparse(table, sp_ids, default_id=1).tolist()
       [[2.0, 2.0], [0.0, 1.0], [0.0, 1.0]]
     """
-    del name
     caller = "fg.nn.safe_embedding_lookup_sparse(embedding_weights, sparse_ids)"
+    _checks.op_name(caller, name)
     segments, ids, weights, inside, shape = _entries(caller, sparse_ids, sparse_weights, None)
-    combiner = _choice(caller, "combiner", combiner, _COMBINERS)
+    combiner = _checks.choice(caller, "combiner", combiner, _COMBINERS)
+    if default_id is not None:
+        table_rows = sum(s.shape[0] for s in _checks.shards(caller, embedding_weights))
+        hint = f"pass the id an empty row looks up, in [0, {table_rows}), or None"
+        default_id = as_int(caller, "default_id", default_id, minimum=0, hint=hint)
+        if default_id >= table_rows:
+            raise ValueError(
+                f"{caller}: default_id must be below {table_rows}, got {default_id}; {hint}."
+            )
     keep = inside & (ids >= 0)
     if weights is not None and combiner != "sum":
         keep &= weights > 0
