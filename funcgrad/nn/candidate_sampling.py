@@ -195,9 +195,10 @@ def log_uniform_candidate_sampler(
       ``(num_sampled,)``, float32 ``(batch, num_true)`` and float32 ``(num_sampled,)``.
 
     Raises:
-      TypeError: without a key.
-      ValueError: for labels not ``(batch, num_true)`` integers, or more unique candidates
-        than classes.
+      TypeError: without a key, for labels that are not integers, ``unique`` that is not
+        a bool, or counts that are not ints.
+      ValueError: for labels not ``(batch, num_true)``, counts below 1, or more unique
+        candidates than the draws can produce (they would loop forever).
 
     Example:
       >>> labels = jnp.array([[0], [7]])
@@ -260,7 +261,7 @@ def uniform_candidate_sampler(
       ``(sampled_candidates, true_expected_count, sampled_expected_count)``.
 
     Raises:
-      TypeError: without a key.
+      TypeError: as ``log_uniform_candidate_sampler``.
       ValueError: as ``log_uniform_candidate_sampler``.
 
     Example:
@@ -329,9 +330,12 @@ def fixed_unigram_candidate_sampler(
       ``(sampled_candidates, true_expected_count, sampled_expected_count)``.
 
     Raises:
-      TypeError: without a key.
+      TypeError: as ``log_uniform_candidate_sampler``, or for traced ``unigrams`` or a
+        ``distortion`` that is not a finite number.
       ValueError: for a ``vocab_file``, shards, ``range_max`` other than the number of
-        weights, or as ``log_uniform_candidate_sampler``.
+        weights, ``unigrams`` that are negative, NaN or all zero (or zero under a negative
+        ``distortion``), or as ``log_uniform_candidate_sampler`` (unique draws count the
+        classes of weight above 0).
 
     Example:
       >>> sampled, true_ec, _ = fg.nn.fixed_unigram_candidate_sampler(

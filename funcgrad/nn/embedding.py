@@ -169,8 +169,10 @@ def embedding_lookup(
 
     Raises:
       ValueError: for an unknown ``partition_strategy``, shards not split as TensorFlow
-        splits a table, or a known id outside the table.
-      TypeError: for ids that are not integers, or shards of different dtypes.
+        splits a table, a known id outside the table, or ``max_norm`` not above 0.
+      TypeError: for ids that are not integers, shards of different dtypes, a
+        ``max_norm`` that is no number, a ``name`` that is no string or a
+        ``validate_indices`` that is no bool.
 
     Example:
       >>> table = jnp.arange(10.0).reshape(5, 2)            # rows 0..4
@@ -315,7 +317,9 @@ def embedding_lookup_sparse(
     Raises:
       ValueError: for an unknown ``combiner`` or ``partition_strategy``, ids not of rank 2,
         weights at other coordinates, or a known id outside the table.
-      TypeError: for sparse ids that are neither a ``SparseTensor`` nor a ``BCOO``.
+      TypeError: for sparse ids that are neither a ``SparseTensor`` nor a ``BCOO``, ids
+        or coordinates that are not integers, a traced ``dense_shape``, or as
+        ``embedding_lookup``.
 
     Example:
       >>> table = jnp.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
@@ -371,7 +375,7 @@ def safe_embedding_lookup_sparse(
       An array ``dense_shape[:-1] + row``.
 
     Raises:
-      ValueError: as ``embedding_lookup_sparse``.
+      ValueError: as ``embedding_lookup_sparse``, or for a ``default_id`` outside the table.
       TypeError: as ``embedding_lookup_sparse``.
 
     Example:

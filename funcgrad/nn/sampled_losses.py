@@ -201,8 +201,11 @@ def nce_loss(
       The loss of each example, ``(batch,)``.
 
     Raises:
-      TypeError: without ``sampled_values`` and without ``key``.
-      ValueError: for labels or sampled values of the wrong shape, or as
+      TypeError: without ``sampled_values`` and without ``key``, for labels or sampled
+        candidates that are not integers, expected counts that are not floats, or
+        ``remove_accidental_hits`` that is no bool.
+      ValueError: for weights, biases, inputs, labels or sampled values of shapes that do
+        not fit together, ``num_classes`` above the rows of ``weights``, or as
         ``embedding_lookup``.
 
     Example:
@@ -271,7 +274,7 @@ def sampled_softmax_loss(
       The loss of each example, ``(batch,)``.
 
     Raises:
-      TypeError: without ``sampled_values`` and without ``key``.
+      TypeError: as ``nce_loss``, or for a ``seed`` that is no int.
       ValueError: as ``nce_loss``.
 
     Example:
