@@ -347,6 +347,14 @@ def _check_adds_up(eqn: Eqn, body: Closed, parts: Sequence[int], what: str) -> N
         )
 
 
+def _three(
+    values: Sequence[Any], first: int, second: int
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """``values`` as their first ``first``, their next ``second`` and the rest."""
+    k = first + second
+    return list(values[:first]), list(values[first:k]), list(values[k:])
+
+
 @dataclasses.dataclass(frozen=True)
 class Scan:
     """A ``scan`` equation: ``body(*consts, *carry, *xs) -> (*carry, *ys)``."""
@@ -361,8 +369,7 @@ class Scan:
 
     def split(self, values: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]]:
         """``values`` (one per input of the equation) as ``(consts, carry, xs)``."""
-        c, k = self.n_consts, self.n_consts + self.n_carry
-        return list(values[:c]), list(values[c:k]), list(values[k:])
+        return _three(values, self.n_consts, self.n_carry)
 
     def run(self, step: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any) -> Any:
         """``lax.scan(step, init, xs)`` with this scan's length, direction and unrolling."""
@@ -426,8 +433,7 @@ class While:
 
     def split(self, values: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]]:
         """``values`` (one per input) as ``(cond_consts, body_consts, carry)``."""
-        c, b = self.n_cond, self.n_cond + self.n_body
-        return list(values[:c]), list(values[c:b]), list(values[b:])
+        return _three(values, self.n_cond, self.n_body)
 
 
 def while_loop(eqn: Eqn) -> While:
