@@ -34,10 +34,10 @@ PY
 # and the TF1 optimizers (TensorFlow's parity tests need TensorFlow and are skipped here).
 timeout 240 "$py" -m pytest -q -p no:cacheprovider -n 8 \
     tests/test_gradients.py tests/test_higher_order.py tests/test_overrides.py \
-    tests/test_conventions.py tests/test_rewrite.py tests/test_connectivity.py \
-    tests/test_jax_internals.py tests/test_sparse_reads.py tests/test_train_optimizer.py \
-    tests/test_train_tf_optimizers.py tests/test_train_sparse.py 2>&1 | tee "$out/suite.txt" ||
-    status=1
+    tests/test_conventions.py tests/_core/test_rewrite.py tests/_core/test_connectivity.py \
+    tests/_core/test_jax_internals.py tests/_core/test_sparse_reads.py \
+    tests/test_train_optimizer.py tests/test_train_tf_optimizers.py tests/test_train_sparse.py \
+    2>&1 | tee "$out/suite.txt" || status=1
 # Each benchmark times funcgrad and its hand-written baseline side by side, interleaved.
 for bench in "bench_trace 120 7" "bench_tf1_projects 90 9" "bench_adafactor 90 9"; do
     read -r name limit repeats <<<"$bench"
