@@ -9,7 +9,7 @@ its constants.  JAX 0.11 replaced ``scan``'s ``num_consts`` / ``num_carry`` with
 FlatTrees ``ft_in`` / ``ft_out``, merged ``ClosedJaxpr`` into ``Jaxpr`` and renamed
 ``closed_call`` ``eval_jaxpr``.  This module is the only place that knows such things;
 every other module asks it through the typed views below, and an architecture test
-(``tests/test_jax_internals.py``) keeps them off JAX's parameters and names.
+(``tests/_core/test_jax_internals.py``) keeps them off JAX's parameters and names.
 
 What it reads, per kind of equation (:class:`Kind`):
 
