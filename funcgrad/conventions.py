@@ -58,6 +58,7 @@ def _clip(op: Op, grad: jax.Array) -> list[Any]:
 #: JAX's derivative rule gives other numbers than TensorFlow's (docs/conventions.md).
 CONVENTIONS: dict[str, tuple[str, GradientFunction]] = {
     "abs": ("Abs", GRADIENTS["Abs"]),
+    "atan2": ("Atan2", GRADIENTS["Atan2"]),
     "atanh": ("Atanh", GRADIENTS["Atanh"]),
     "clamp": ("ClipByValue", _clamp),
     "clip": ("clip_by_value", _clip),

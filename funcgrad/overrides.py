@@ -429,6 +429,7 @@ TF_OP_NAMES: Mapping[str, str] = {
     "Abs": "abs",
     "Add": "add",
     "AddV2": "add",
+    "Atan2": "atan2",
     "Atanh": "atanh",
     "Cast": "convert_element_type",
     "Ceil": "ceil",

@@ -500,6 +500,13 @@ def _mul(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
     return _sum_to(grad * y, x), _sum_to(x * grad, y)
 
 
+def _atan2(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``_Atan2Grad``: ``atan2(y, x)``'s gradient ``grad / (y**2 + x**2)`` times ``x``, ``-y``."""
+    y, x = _xy(op, "Atan2")
+    grad_inv = grad / (jnp.square(y) + jnp.square(x))
+    return _sum_to(x * grad_inv, y), _sum_to(-y * grad_inv, x)
+
+
 def _next_after(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``_NextAfterGrad`` (math_grad.py): ones for ``x1``, real zeros for ``x2``."""
     x1, x2 = _xy(op, "NextAfter")
@@ -694,6 +701,7 @@ GRADIENTS: dict[str, GradientFunction] = {
     "Abs": _unary("Abs", lambda x, y, g: g * jnp.sign(x)),
     "Add": _add,
     "AddV2": _add,
+    "Atan2": _atan2,
     "Atanh": _unary("Atanh", lambda x, y, g: g * reciprocal(1 - jnp.square(x))),
     "Cast": _unary("Cast", lambda x, y, g: g),
     "Ceil": _no_gradient,
