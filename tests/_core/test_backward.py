@@ -39,7 +39,11 @@ def test_which_products_are_skinny(shape, skinny):
 
 def test_skinny_gradient_product_gets_a_barrier_and_the_same_values():
     assert _barriers(lambda w: fg.gradients(_loss, [w, X])[0], W) == 1
-    chex.assert_trees_all_close(fg.gradients(_loss, [W, X]), list(jax.grad(_loss, (0, 1))(W, X)))
+    # the barrier may change how XLA orders the product's sums: float32 rounding of the
+    # gradient's scale (about 1), as in the tests below
+    chex.assert_trees_all_close(
+        fg.gradients(_loss, [W, X]), list(jax.grad(_loss, (0, 1))(W, X)), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_square_products_are_left_alone():
