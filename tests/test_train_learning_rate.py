@@ -37,9 +37,9 @@ IDS = [
 @pytest.mark.parametrize(
     ("rate", "error", "match"),
     [
-        pytest.param(-0.1, ValueError, "finite and non-negative, got -0.1", id="negative"),
-        pytest.param(float("nan"), ValueError, "finite and non-negative, got nan", id="nan"),
-        pytest.param(float("inf"), ValueError, "finite and non-negative, got inf", id="inf"),
+        pytest.param(-0.1, ValueError, "finite and >= 0, got -0.1", id="negative"),
+        pytest.param(float("nan"), ValueError, "finite and >= 0, got nan", id="nan"),
+        pytest.param(float("inf"), ValueError, "finite and >= 0, got inf", id="inf"),
         pytest.param("0.1x", TypeError, "a number or a schedule", id="not_a_number"),
     ],
 )
@@ -82,7 +82,7 @@ def test_set_learning_rate_changes_the_rate_without_retracing() -> None:
 @pytest.mark.parametrize(
     ("rate", "match"),
     [
-        pytest.param(-1.0, "non-negative", id="negative"),
+        pytest.param(-1.0, "finite and >= 0", id="negative"),
         pytest.param(float("nan"), "finite", id="nan"),
     ],
 )

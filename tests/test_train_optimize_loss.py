@@ -264,9 +264,7 @@ BAD = [
         "learning_rate must be a number or a schedule",
         id="rate_type",
     ),
-    pytest.param(
-        {"learning_rate": -0.1}, ValueError, "finite and non-negative", id="rate_negative"
-    ),
+    pytest.param({"learning_rate": -0.1}, ValueError, "finite and >= 0", id="rate_negative"),
     pytest.param(
         {"learning_rate": None},
         ValueError,

@@ -185,20 +185,24 @@ def test_a_sparse_gradient_is_made_dense_and_jit_donates(opt) -> None:
             {"multiply_by_parameter_scale": 1}, TypeError, "must be True or False", id="flag_int"
         ),
         pytest.param({"beta1": "0.9"}, TypeError, "beta1 must be a number", id="beta1_type"),
-        pytest.param({"beta1": 1.0}, ValueError, r"beta1 must be in \[0, 1\)", id="beta1_range"),
-        pytest.param({"decay_rate": 1}, ValueError, r"decay_rate must be in \[0, 1\)", id="decay"),
+        pytest.param(
+            {"beta1": 1.0}, ValueError, r"beta1 must be finite and in \[0, 1\)", id="beta1_range"
+        ),
+        pytest.param(
+            {"decay_rate": 1}, ValueError, r"decay_rate must be finite and in \[0, 1\)", id="decay"
+        ),
         pytest.param(
             {"decay_rate": lambda step: step}, TypeError, "not one floating scalar", id="decay_fn"
         ),
         pytest.param(
-            {"clipping_threshold": 0.0}, ValueError, "clipping_threshold must be > 0 or None",
+            {"clipping_threshold": 0.0}, ValueError, "clipping_threshold must be finite and > 0",
             id="clip",
         ),
         pytest.param(
             {"clipping_threshold": "1"}, TypeError, "clipping_threshold must be a number",
             id="clip_type",
         ),
-        pytest.param({"epsilon1": -1.0}, ValueError, "epsilon1 must be >= 0", id="eps"),
+        pytest.param({"epsilon1": -1.0}, ValueError, "epsilon1 must be finite and >= 0", id="eps"),
         pytest.param(
             {"simulated_quantize_bits": 8}, ValueError, "not supported; leave both None", id="q"
         ),
@@ -221,17 +225,19 @@ def test_adafactor_accepts_every_documented_value() -> None:
 
 
 def test_multistep_and_schedule_bad_hyperparameters() -> None:
-    with pytest.raises(TypeError, match=r"n must be an integer >= 1, got 2\.0; pass the number"):
+    with pytest.raises(TypeError, match=r"n must be an integer, got 2\.0; pass values of"):
         fg.train.MultistepAdamOptimizer(n=2.0)
-    with pytest.raises(ValueError, match="n must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="n must be finite and >= 1, got 0"):
         fg.train.MultistepAdamOptimizer(n=0)
-    with pytest.raises(ValueError, match=r"beta2 must be in \[0, 1\), got 1"):
+    with pytest.raises(ValueError, match=r"beta2 must be finite and in \[0, 1\), got 1"):
         fg.train.MultistepAdamOptimizer(beta2=1)
     with pytest.raises(TypeError, match="epsilon must be a number"):
         fg.train.MultistepAdamOptimizer(epsilon=None)
-    with pytest.raises(ValueError, match=r"adafactor_decay_rate_adam\(beta2\): beta2 must be in"):
+    with pytest.raises(
+        ValueError, match=r"adafactor_decay_rate_adam\(beta2\): beta2 must be finite and in"
+    ):
         fg.train.adafactor_decay_rate_adam(1.5)
-    with pytest.raises(ValueError, match=r"exponent must be in \[0, 1\], got 2"):
+    with pytest.raises(ValueError, match=r"exponent must be finite and in \[0, 1\], got 2"):
         fg.train.adafactor_decay_rate_pow(2)
 
 

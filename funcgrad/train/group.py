@@ -78,6 +78,16 @@ class _Member(Optimizer):
     def _with_slots(self, state: TrainState, slots: Any) -> Any:
         return {**state.opt_state, self.name: slots}
 
+    def _step_options(self, caller: str, params: PyTree) -> Any:
+        return self.optimizer._step_options(caller, params)
+
+    def _call_options(self) -> tuple[str, ...]:
+        return self.optimizer._call_options()
+
+    def _with_call_options(self, **options: Any) -> Optimizer:
+        configured = self.optimizer._with_call_options(**options)
+        return _Member(self.group, self.name, configured, self.var_list)
+
     def init_slots(self, flat: Flat) -> Any:
         """Fresh slots for the variables of this optimizer's ``var_list``."""
         trained = self._trained(self._caller("init(params)"), flat.params)

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from funcgrad import _checks
+from funcgrad._types import LearningRate
 from funcgrad._types import PyTree
 from funcgrad.clip import clip_by_global_norm
 from funcgrad.indexed_slices import IndexedSlices
@@ -41,9 +42,6 @@ from funcgrad.train.optimizers.tf1 import FtrlOptimizer
 from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer
 from funcgrad.train.optimizers.tf1 import MomentumOptimizer
 from funcgrad.train.optimizers.tf1 import RMSPropOptimizer
-from funcgrad.train.schedules._inject import LearningRate
-from funcgrad.train.schedules._inject import check_rate
-from funcgrad.train.schedules._inject import check_schedule
 from funcgrad.train.state import TrainState
 
 __all__ = ["optimize_loss"]
@@ -270,7 +268,7 @@ def _rate(learning_rate: Any, decay_fn: Any) -> LearningRate | None:
                 "it decays, or build the optimizer with a schedule."
             )
         return None
-    check_rate(_CALLER, learning_rate)
+    _checks.check_rate(_CALLER, learning_rate)
     if decay_fn is None:
         return learning_rate
     if not callable(decay_fn):
@@ -284,7 +282,7 @@ def _rate(learning_rate: Any, decay_fn: Any) -> LearningRate | None:
     def decayed(step: jax.Array) -> jax.Array:
         return decay_fn(base(step) if callable(base) else base, step)
 
-    check_schedule(
+    _checks.check_schedule(
         _CALLER,
         "learning_rate_decay_fn(learning_rate, global_step)",
         decayed,

@@ -1,22 +1,23 @@
 r"""The TF1 optimizers (``tf.compat.v1.train.*Optimizer``) and the optax transformations
 that hold TensorFlow's update rules where optax's differ.
 
-* ``base``: ``TF1Optimizer``, the base of an optimizer written as a ``tf.train.Optimizer``
-  subclass (slots, non-slot variables, ``_apply_dense`` / ``_apply_sparse``).
-* ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``; ``albert``: ALBERT's
-  ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer``,
-  ``NadamOptimizer``, ``LARSOptimizer``, ``AddSignOptimizer``, ``PowerSignOptimizer``, the
-  sign decays, ``AdamWOptimizer`` and ``MomentumWOptimizer``.
+* ``base``: ``TF1Optimizer``, the one base of every named TF optimizer: slots and
+  non-slot variables by TensorFlow's names, the hyperparameters and their checks, the
+  dense and sparse rules (``_apply_dense`` / ``_apply_sparse``), a class's optax chain.
+* ``tf1``: ``tf.train``'s optimizers with TensorFlow's arguments, defaults and update rules.
+* ``contrib``: ``tf.contrib.opt``'s, one module per TensorFlow source file
+  (``AdaMaxOptimizer``, ``NadamOptimizer``, ``LazyAdamOptimizer``, ``LARSOptimizer``,
+  ``AddSignOptimizer``, ``PowerSignOptimizer``, the sign decays, ``AdamWOptimizer`` and
+  ``MomentumWOptimizer``).
+* ``bert``: BERT's ``AdamWeightDecayOptimizer``; ``albert``: ALBERT's ``LAMBOptimizer``, on
+  BERT's; ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and
+  ``MultistepAdamOptimizer``.
 * ``moving_average``: ``tf.contrib.opt``'s ``MovingAverageOptimizer``, moving averages of
   the variables any optimizer trains.
-* ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and ``MultistepAdamOptimizer``,
-  written on ``base``.
-* ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
-* ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
-* ``_sparse_rules``: each TF1 optimizer's sparse rule (``_apply_sparse``) for an
-  ``fg.IndexedSlices`` gradient; ``_kernels``: TensorFlow's FTRL and proximal formulas,
-  shared by the dense transformations and the sparse rules.
+* ``_kernels``: TensorFlow's update kernels, each written once, which the rules and the
+  transformations call; ``_float32``: optimizer arithmetic in float32 for bfloat16 and
+  float16 parameters.
 """
 
 from funcgrad.train.optimizers import albert
@@ -36,6 +37,7 @@ from funcgrad.train.optimizers.contrib import AdaMaxOptimizer as AdaMaxOptimizer
 from funcgrad.train.optimizers.contrib import AdamWOptimizer as AdamWOptimizer
 from funcgrad.train.optimizers.contrib import AddSignOptimizer as AddSignOptimizer
 from funcgrad.train.optimizers.contrib import LARSOptimizer as LARSOptimizer
+from funcgrad.train.optimizers.contrib import LazyAdamOptimizer as LazyAdamOptimizer
 from funcgrad.train.optimizers.contrib import MomentumWOptimizer as MomentumWOptimizer
 from funcgrad.train.optimizers.contrib import NadamOptimizer as NadamOptimizer
 from funcgrad.train.optimizers.contrib import PowerSignOptimizer as PowerSignOptimizer
@@ -59,7 +61,6 @@ from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer
 from funcgrad.train.optimizers.tf1 import FtrlOptimizer as FtrlOptimizer
 from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer as GradientDescentOptimizer
-from funcgrad.train.optimizers.tf1 import LazyAdamOptimizer as LazyAdamOptimizer
 from funcgrad.train.optimizers.tf1 import MomentumOptimizer as MomentumOptimizer
 from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer as ProximalAdagradOptimizer
 from funcgrad.train.optimizers.tf1 import (

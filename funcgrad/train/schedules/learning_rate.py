@@ -1,25 +1,88 @@
-"""The learning rate: scaling the updates by it, and changing it between steps.
+"""The learning rate: held in the optimizer state, scaling the updates, changed between steps.
 
-The rate of ``fg.train``'s optimizers lives in their state (``funcgrad.train.schedules._inject``),
-so a float rate can be changed with :func:`set_learning_rate` without recompiling —
-TensorFlow's placeholder learning rate, fed a new value each run.
+TensorFlow 1.x takes the learning rate as a Python float or as a tensor computed from
+``global_step`` (``tf.train.exponential_decay(..., global_step)``).  Here the rate lives
+in the optimizer state (as ``optax.inject_hyperparams`` holds hyperparameters), so it
+is an array inside the jitted step: a float rate can be changed with
+:func:`set_learning_rate` without recompiling — TensorFlow's placeholder learning rate,
+fed a new value each run — and a schedule is evaluated at ``global_step`` *before* the
+step increments it, the rate TensorFlow's ``minimize(global_step=...)`` uses.  The state
+holds one array for a float rate and nothing more, so a jitted step has few inputs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+from typing import NamedTuple
+from typing import cast
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from funcgrad import _checks
+from funcgrad._types import LearningRate
 from funcgrad._types import PyTree
 from funcgrad.train import _habits
-from funcgrad.train.schedules._inject import InjectLearningRateState
-from funcgrad.train.schedules._inject import check_rate
 from funcgrad.train.state import TrainState
 
 __all__ = ["InjectLearningRateState", "scale_by_learning_rate", "set_learning_rate"]
+
+
+class InjectLearningRateState(NamedTuple):
+    """The state of an optimizer whose learning rate lives in its state.
+
+    Attributes:
+      learning_rate: the held float32 rate; ``None`` when the rate is a schedule.
+      step: the number of updates, which a schedule reads when no ``global_step``
+        is passed; ``None`` when the rate is a number.
+      inner_state: the state of the transformation the rate drives.
+    """
+
+    learning_rate: jax.Array | None
+    step: jax.Array | None
+    inner_state: Any
+
+
+def inject_learning_rate(
+    caller: str,
+    factory: Callable[[Any], optax.GradientTransformation],
+    learning_rate: LearningRate,
+) -> optax.GradientTransformationExtraArgs:
+    """``factory(rate)`` with the rate held in the state, or scheduled at ``global_step``.
+
+    As ``optax.inject_hyperparams`` for the one hyperparameter TensorFlow schedules,
+    except that a schedule is evaluated at the ``global_step`` extra argument that
+    ``Optimizer.apply_gradients`` passes (at its own update count without it).
+    """
+    _checks.check_rate(caller, learning_rate)
+    schedule = learning_rate if callable(learning_rate) else None
+
+    def init_fn(params: PyTree) -> InjectLearningRateState:
+        if schedule is None:
+            rate = jnp.array(learning_rate, jnp.float32)  # a copy: never the caller's array
+            return InjectLearningRateState(rate, None, factory(rate).init(params))
+        step = jnp.zeros([], jnp.int32)
+        return InjectLearningRateState(None, step, factory(schedule(step)).init(params))
+
+    def update_fn(
+        updates: PyTree,
+        state: InjectLearningRateState,
+        params: PyTree = None,
+        global_step: Any = None,
+        **extra_args: Any,
+    ) -> tuple[PyTree, InjectLearningRateState]:
+        del extra_args
+        rate, step = state.learning_rate, state.step
+        if schedule is not None:
+            step = cast(jax.Array, step)
+            rate = jnp.asarray(schedule(step if global_step is None else global_step))
+            step = optax.safe_increment(step)
+        updates, inner_state = factory(rate).update(updates, state.inner_state, params)
+        return updates, InjectLearningRateState(state.learning_rate, step, inner_state)
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
 def scale_by_learning_rate(
@@ -95,7 +158,7 @@ def set_learning_rate(state: TrainState, learning_rate: float | jax.Array) -> Tr
         learning_rate=0.1))`` — alone or inside an ``optax.chain``.  In an
         :class:`~funcgrad.train.OptimizerGroup`'s state, every optimizer's rate is
         set, and one of them with a schedule is an error.
-      learning_rate: the new rate, finite and non-negative.
+      learning_rate: the new rate, finite and >= 0.
 
     Returns:
       ``state`` with every held float ``learning_rate`` replaced.
@@ -120,7 +183,7 @@ def set_learning_rate(state: TrainState, learning_rate: float | jax.Array) -> Tr
     """
     caller = "fg.train.set_learning_rate(state, learning_rate)"
     _habits.check_state(caller, state, "state = fg.train.set_learning_rate(state, 0.01)")
-    check_rate(caller, learning_rate)
+    _checks.check_rate(caller, learning_rate)
     found, schedules = [], []
 
     def replace(path: Any, node: Any) -> Any:
