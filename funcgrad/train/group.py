@@ -122,6 +122,25 @@ class _All(Optimizer):
     def _caller(self, method: str) -> str:
         return f"fg.train.OptimizerGroup.{method}"
 
+    def _call_options(self) -> tuple[str, ...]:
+        members = self.group._members.values()
+        return tuple(dict.fromkeys(o for m in members for o in m._call_options()))
+
+    def _with_call_options(self, **options: Any) -> Optimizer:
+        """Refused: an option belongs to the member it configures."""
+        takers = [
+            f"{n!r} ({type(m.optimizer).__name__})"
+            for n, m in self.group._members.items()
+            if set(options) & set(m._call_options())
+        ]
+        given = ", ".join(f"{k}=" for k in options)
+        raise TypeError(
+            f"fg.train.OptimizerGroup: {given} configures a member's optimizer, here "
+            f"{', '.join(takers)}, not the group's one step; give it to that optimizer when "
+            "you build it (AdamWOptimizer(..., decay_var_list=[...])), or step the member "
+            f"alone: group[name].minimize(loss_fn, state, {given}...)."
+        )
+
     def _trained(self, caller: str, params: PyTree) -> list[bool]:
         masks = [m._trained(caller, params) for m in self.group._members.values()]
         return [any(t) for t in zip(*masks, strict=True)]

@@ -62,11 +62,11 @@ from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizers.base import TF1Optimizer
-from funcgrad.train.optimizers.moving_average import MovingAverageOptimizer
-from funcgrad.train.optimizers.moving_average import MovingAverageState
 from funcgrad.train.state import TrainState
 from funcgrad.train.wrappers.loss_scale import LossScaleOptimizer
 from funcgrad.train.wrappers.loss_scale import LossScaleState
+from funcgrad.train.wrappers.moving_average_optimizer import MovingAverageOptimizer
+from funcgrad.train.wrappers.moving_average_optimizer import MovingAverageState
 
 
 class Kind(NamedTuple):

@@ -12,8 +12,6 @@ that hold TensorFlow's update rules where optax's differ.
 * ``bert``: BERT's ``AdamWeightDecayOptimizer``; ``albert``: ALBERT's ``LAMBOptimizer``, on
   BERT's; ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and
   ``MultistepAdamOptimizer``.
-* ``moving_average``: ``tf.contrib.opt``'s ``MovingAverageOptimizer``, moving averages of
-  the variables any optimizer trains.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
 * ``_kernels``: TensorFlow's update kernels, each written once, which the rules and the
   transformations call; ``_float32``: optimizer arithmetic in float32 for bfloat16 and
@@ -24,7 +22,6 @@ from funcgrad.train.optimizers import albert
 from funcgrad.train.optimizers import base
 from funcgrad.train.optimizers import bert
 from funcgrad.train.optimizers import contrib
-from funcgrad.train.optimizers import moving_average
 from funcgrad.train.optimizers import tensor2tensor
 from funcgrad.train.optimizers import tf1
 from funcgrad.train.optimizers import transforms
@@ -44,10 +41,6 @@ from funcgrad.train.optimizers.contrib import PowerSignOptimizer as PowerSignOpt
 from funcgrad.train.optimizers.contrib import get_cosine_decay_fn as get_cosine_decay_fn
 from funcgrad.train.optimizers.contrib import get_linear_decay_fn as get_linear_decay_fn
 from funcgrad.train.optimizers.contrib import get_restart_decay_fn as get_restart_decay_fn
-from funcgrad.train.optimizers.moving_average import (
-    MovingAverageOptimizer as MovingAverageOptimizer,
-)
-from funcgrad.train.optimizers.moving_average import MovingAverageState as MovingAverageState
 from funcgrad.train.optimizers.tensor2tensor import AdafactorOptimizer as AdafactorOptimizer
 from funcgrad.train.optimizers.tensor2tensor import MultistepAdamOptimizer as MultistepAdamOptimizer
 from funcgrad.train.optimizers.tensor2tensor import (
@@ -82,7 +75,6 @@ __all__ = (
     + base.__all__
     + bert.__all__
     + contrib.__all__
-    + moving_average.__all__
     + tensor2tensor.__all__
     + tf1.__all__
     + transforms.__all__

@@ -1,4 +1,5 @@
-"""``optimize_loss``: TensorFlow 1.x's ``tf.contrib.layers.optimize_loss`` as an optimizer.
+"""``optimize_loss``: TensorFlow 1.x's ``tf.contrib.layers.optimize_loss`` as an optimizer
+that processes its gradients before each apply.
 
 TensorFlow's function takes a loss tensor and returns a train op: it builds an optimizer
 (by name, class, instance or function of the learning rate), computes the gradients, adds
@@ -25,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from funcgrad import _checks
+from funcgrad._types import GradsAndVars
 from funcgrad._types import LearningRate
 from funcgrad._types import PyTree
 from funcgrad.clip import clip_by_global_norm
@@ -34,7 +36,6 @@ from funcgrad.train._var_list import VarList
 from funcgrad.train._variables import Flat
 from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.names import variable_names
-from funcgrad.train.optimizer import GradsAndVars
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers.tf1 import AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer
@@ -43,6 +44,7 @@ from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer
 from funcgrad.train.optimizers.tf1 import MomentumOptimizer
 from funcgrad.train.optimizers.tf1 import RMSPropOptimizer
 from funcgrad.train.state import TrainState
+from funcgrad.train.wrappers._wrapper import Wrapper
 
 __all__ = ["optimize_loss"]
 
@@ -61,10 +63,11 @@ _NAMES: dict[str, Callable[..., Optimizer]] = {
 _SUMMARIES = ("learning_rate", "loss", "gradients", "gradient_norm", "global_gradient_norm")
 
 
-class _OptimizeLoss(Optimizer):
+class _OptimizeLoss(Wrapper):
     """The optimizer ``optimize_loss`` returns: ``optimizer``'s steps, with the
-    gradients processed before each apply.  Every hook of a step is ``optimizer``'s, so
-    it wraps any ``fg.train`` optimizer (a ``LossScaleOptimizer``, a group's member)."""
+    gradients processed before each apply.  Its state is ``optimizer``'s, and every other
+    hook of a step is ``optimizer``'s, so it wraps any ``fg.train`` optimizer (a
+    ``LossScaleOptimizer``, a group's member)."""
 
     def __init__(
         self,
@@ -77,8 +80,9 @@ class _OptimizeLoss(Optimizer):
         name: str,
         learning_rate: Any,
     ) -> None:
-        self.optimizer = optimizer
-        self.var_list = optimizer.var_list if variables is None else variables
+        super().__init__(optimizer)
+        if variables is not None:
+            self.var_list = variables
         self.noise = noise
         self.multipliers = multipliers
         self.clip = clip
@@ -106,7 +110,7 @@ class _OptimizeLoss(Optimizer):
         ``params`` here, before any step.
         """
         caller = self._caller("init(params)")
-        state = self.optimizer.init(params)
+        state = super().init(params)
         self._selected(caller, params, None)
         self._factors(caller, variable_names(params))
         return state
@@ -129,17 +133,6 @@ class _OptimizeLoss(Optimizer):
                 "leaves out; select among those variables, or widen variables=."
             )
         return selected
-
-    def _check_state(self, caller: str, state: Any, call: str) -> None:
-        self.optimizer._check_state(caller, state, call)
-
-    def _scaled_loss(
-        self, loss_fn: Callable[..., Any], state: Any, has_aux: bool
-    ) -> Callable[..., Any]:
-        return self.optimizer._scaled_loss(loss_fn, state, has_aux)
-
-    def _unscaled(self, grads: list[Any], state: Any) -> list[Any]:
-        return self.optimizer._unscaled(grads, state)
 
     def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
         """Noise, multipliers and clipping, in TensorFlow's order, then ``optimizer``'s

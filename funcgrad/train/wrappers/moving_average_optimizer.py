@@ -22,7 +22,6 @@ import numpy as np
 
 from funcgrad import _checks
 from funcgrad._types import PyTree
-from funcgrad.train import _habits
 from funcgrad.train import _pairs
 from funcgrad.train._variables import Flat
 from funcgrad.train.group import OptimizerGroup
@@ -31,6 +30,7 @@ from funcgrad.train.moving_averages import ExponentialMovingAverage
 from funcgrad.train.names import variable_names
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.state import TrainState
+from funcgrad.train.wrappers._wrapper import Wrapper
 from funcgrad.train.wrappers.loss_scale import LossScaleOptimizer
 
 __all__ = ["MovingAverageOptimizer", "MovingAverageState"]
@@ -51,7 +51,7 @@ class MovingAverageState(NamedTuple):
     ema_state: EmaState
 
 
-class MovingAverageOptimizer(Optimizer):
+class MovingAverageOptimizer(Wrapper):
     r"""tf.contrib.opt's ``MovingAverageOptimizer``: any ``fg.train`` optimizer, with
     moving averages of the variables it trains.
 
@@ -114,6 +114,8 @@ class MovingAverageOptimizer(Optimizer):
       3.0
     """
 
+    state_type = MovingAverageState
+
     def __init__(
         self,
         opt: Optimizer,
@@ -162,7 +164,7 @@ class MovingAverageOptimizer(Optimizer):
             n = np.float32(count)
             decay = min(np.float32(average_decay), (1 + n) / (10 + n))
             self.ema = ExponentialMovingAverage(float(decay))
-        self.optimizer = opt
+        super().__init__(opt)
         self.sequential_update = sequential_update
 
     def init(self, params: PyTree) -> TrainState:
@@ -184,12 +186,11 @@ class MovingAverageOptimizer(Optimizer):
           >>> state.opt_state.ema_state.average
           {'step': None, 'w': Array([1., 1.], dtype=float32)}
         """
-        caller = self._caller("init(params)")
-        _habits.check_params(caller, params, "state = opt.init(state.params)")
-        inner = self.optimizer.init(params)
-        averaged = Flat(params).with_holes(self._trained(caller, params))
-        ma_state = MovingAverageState(inner.opt_state, self.ema.init(averaged))
-        return TrainState(inner.params, ma_state, inner.global_step)
+        return super().init(params)
+
+    def _own_state(self, params: PyTree, inner: TrainState) -> MovingAverageState:
+        averaged = Flat(params).with_holes(self._trained(self._caller("init(params)"), params))
+        return MovingAverageState(inner.opt_state, self.ema.init(averaged))
 
     def swapped(self, state: TrainState) -> TrainState:
         """``state`` with every average and its variable swapped: TensorFlow's
@@ -233,11 +234,7 @@ class MovingAverageOptimizer(Optimizer):
         ema_state = EmaState(flat.with_holes(trained))
         return TrainState(params, ma_state._replace(ema_state=ema_state), state.global_step)
 
-    # The hooks of Optimizer's steps: the state checked, the wrapped optimizer applied,
-    # then the averages moved.
-
-    def _check_state(self, caller: str, state: Any, call: str) -> None:
-        _habits.wrapper_state(caller, state, call, MovingAverageState, "MovingAverageOptimizer")
+    # The hook of Optimizer's steps: the wrapped optimizer applied, then the averages moved.
 
     def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
         """The wrapped optimizer's step by ``grads`` (one per variable), then the averages
@@ -245,8 +242,8 @@ class MovingAverageOptimizer(Optimizer):
         if all(g is None for g in grads):
             raise _pairs.no_gradients(caller, variable_names(state.params))
         ma_state = state.opt_state
-        before = TrainState(state.params, ma_state.inner_state, state.global_step)
-        after = self.optimizer.apply_gradients([(g, None) for g in grads], before)
+        before = self._inner(state)
+        after = self.optimizer._apply(caller, call, grads, before)
         read = after if self.sequential_update else before
         flat = Flat(read.params)
         trained = self._trained(caller, state.params)
@@ -258,8 +255,7 @@ class MovingAverageOptimizer(Optimizer):
         average = jax.tree.map(
             lambda g, new, old: new if g else old, has_grad, moved, ma_state.ema_state.average
         )
-        ma_state = MovingAverageState(after.opt_state, EmaState(average))
-        return TrainState(after.params, ma_state, after.global_step)
+        return self._outer(state, after, ema_state=EmaState(average))
 
 
 def _check_opt(caller: str, opt: Any) -> None:
