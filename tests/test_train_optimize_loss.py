@@ -339,12 +339,17 @@ BAD = [
         id="noise_negative",
     ),
     pytest.param(
-        {"gradient_noise_scale": 0.1, "key": 0}, TypeError, "needs a PRNG key", id="key_not_a_key"
+        {"gradient_noise_scale": 0.1, "key": 0},
+        TypeError,
+        "key must be a PRNG key, got 0; pass key=jax.random.key",
+        id="key_not_a_key",
     ),
     pytest.param(
         {"clip_gradients": "5"}, TypeError, "clip_gradients must be a number", id="clip_type"
     ),
-    pytest.param({"clip_gradients": 0.0}, ValueError, "finite global norm > 0", id="clip_zero"),
+    pytest.param(
+        {"clip_gradients": 0.0}, ValueError, "clip_gradients must be finite and > 0", id="clip_zero"
+    ),
     pytest.param(
         {"gradient_multipliers": {"dense/kernel": "a"}},
         TypeError,

@@ -261,7 +261,7 @@ def test_step_that_is_not_an_integer(schedule, step) -> None:
             "exponential_decay",
             dict(learning_rate=0.1, decay_steps=jnp.int32(5), decay_rate=0.5),
             TypeError,
-            "decay_steps must be a Python number",
+            "decay_steps must be a number, got Array.*; pass Python numbers",
             id="array_decay_steps",
         ),
         pytest.param(
@@ -296,7 +296,7 @@ def test_step_that_is_not_an_integer(schedule, step) -> None:
             "cosine_decay",
             dict(learning_rate=0.1, decay_steps=5, alpha=1.5),
             ValueError,
-            r"alpha must be in \[0, 1\]",
+            r"alpha must be finite and in \[0, 1\]",
             id="alpha_above_one",
         ),
         pytest.param(

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from funcgrad._types import GradsAndVars
 from funcgrad._types import PyTree
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _habits
@@ -31,9 +32,6 @@ from funcgrad.train.names import variable_names
 from funcgrad.train.state import TrainState
 
 __all__ = ["GradsAndVars", "Optimizer"]
-
-#: ``(gradient, variable)`` pairs, one per variable; a gradient may be ``None``.
-GradsAndVars = list[tuple[Any, Any]]
 
 
 class Optimizer:

@@ -588,6 +588,8 @@ class TF1Optimizer(Optimizer):
         return opt_state._replace(inner_state=inner)
 
     def _declared(self, var: Any) -> tuple[str, ...]:
+        if isinstance(var, int | float | complex):  # a Python number is a variable too
+            var = jnp.asarray(var)
         keys = tuple(self._slots_of(var))
         unknown = [k for k in keys if k not in self.slots]
         if unknown:
@@ -706,6 +708,7 @@ class TF1Optimizer(Optimizer):
         self, rule: Any, grad: Any, var: jax.Array, slots: dict[str, jax.Array], step: TF1Step
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """``rule`` computed in float32 or wider, its results in the given dtypes."""
+        var = jnp.asarray(var)  # a Python float is a variable too
         wide_var = widen(var)
         if isinstance(grad, IndexedSlices):
             grad = IndexedSlices(widen(grad.values), grad.indices, grad.dense_shape)

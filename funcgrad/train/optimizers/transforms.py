@@ -50,7 +50,7 @@ def _map_unzip(
 def _as(value: Any, like: jax.Array) -> jax.Array:
     """``value`` in ``like``'s dtype (float32 or wider here), as TensorFlow casts
     hyperparameters to the variable's."""
-    return jnp.asarray(value).astype(like.dtype)
+    return jnp.asarray(value).astype(jnp.result_type(like))
 
 
 def _require_params(params: PyTree, name: str) -> None:

@@ -16,7 +16,6 @@ multipliers, then clipping (``tensorflow/contrib/layers/python/layers/optimizers
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -293,24 +292,9 @@ def _noise(scale: Any, key: Any) -> tuple[float, jax.Array] | None:
                 "noise uses it; pass gradient_noise_scale too, or drop key."
             )
         return None
-    if not _checks.is_real_number(scale):
-        raise TypeError(
-            f"{_CALLER}: gradient_noise_scale must be a number, got {scale!r}; pass e.g. 0.01."
-        )
-    if not (math.isfinite(scale) and scale >= 0):
-        raise ValueError(
-            f"{_CALLER}: gradient_noise_scale must be finite and >= 0, got {scale!r}; pass "
-            "e.g. 0.01."
-        )
-    is_key = isinstance(key, jax.Array) and (
-        jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
-        or (key.dtype == jnp.uint32 and key.shape == (2,))
-    )
-    if not is_key:
-        raise TypeError(
-            f"{_CALLER}: gradient_noise_scale needs a PRNG key for the noise, got "
-            f"key={key!r}; pass key=jax.random.key(0) (each step folds in global_step)."
-        )
+    _checks.check_numbers(_CALLER, {"gradient_noise_scale": (scale, ">= 0")}, "e.g. 0.01")
+    hint = "pass key=jax.random.key(0) for gradient_noise_scale (each step folds in global_step)"
+    _checks.check_key(_CALLER, "key", key, hint)
     return float(scale), key
 
 
@@ -331,6 +315,8 @@ def _multipliers(multipliers: Any) -> dict[str, float]:
             f"{', '.join(wrong)}; pass e.g. {{'dense/kernel': 0.1}} "
             "(fg.train.variable_names(params) lists the names)."
         )
+    named = {f"gradient_multipliers[{k!r}]": (v, "finite") for k, v in multipliers.items()}
+    _checks.check_numbers(_CALLER, named, "e.g. {'dense/kernel': 0.1}")
     return {k: float(v) for k, v in multipliers.items()}
 
 
@@ -343,11 +329,8 @@ def _clip(clip_gradients: Any) -> float | Callable[[GradsAndVars], Any] | None:
             f"{_CALLER}: clip_gradients must be a number (the global norm) or a function "
             f"of the (gradient, variable) pairs, got {clip_gradients!r}; pass e.g. 5.0."
         )
-    if not (math.isfinite(clip_gradients) and clip_gradients > 0):
-        raise ValueError(
-            f"{_CALLER}: clip_gradients must be a finite global norm > 0, got "
-            f"{clip_gradients!r}; pass e.g. 5.0, or None not to clip."
-        )
+    example = "e.g. 5.0, or None not to clip"
+    _checks.check_numbers(_CALLER, {"clip_gradients": (clip_gradients, "> 0")}, example)
     return float(clip_gradients)
 
 
