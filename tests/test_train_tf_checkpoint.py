@@ -16,7 +16,7 @@ import pytest
 
 import funcgrad as fg
 from funcgrad.train.checkpoints import _tf_bundle
-from tests.test_train_common import OPTIMIZERS
+from tests.train.optimizers.test_common import OPTIMIZERS
 
 _rng = np.random.default_rng(0)
 PARAMS = {

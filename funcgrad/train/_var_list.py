@@ -72,6 +72,12 @@ def select(caller: str, params: PyTree, var_list: VarList) -> list[bool]:
     return selected
 
 
+def outside(params: PyTree, selected: list[bool], allowed: list[bool]) -> list[str]:
+    """The names of the variables ``selected`` picks and ``allowed`` does not."""
+    pairs = zip(variable_names(params), selected, allowed, strict=True)
+    return [n for n, s, a in pairs if s and not a]
+
+
 def selection(caller: str, params: PyTree, var_list: VarList, name: str = "var_list") -> list[bool]:
     """For each variable of ``params`` (``variable_names`` order), whether ``var_list``
     selects it, in any of its forms; none selected is no error here.  ``name`` is the

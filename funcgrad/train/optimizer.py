@@ -152,11 +152,7 @@ class Optimizer:
             return self._trained(caller, params)
         selected = _var_list.select(caller, params, var_list)
         trained = self._trained(caller, params) if self.var_list is not None else selected
-        outside = [
-            n
-            for n, s, t in zip(variable_names(params), selected, trained, strict=True)
-            if s and not t
-        ]
+        outside = _var_list.outside(params, selected, trained)
         if outside:
             raise ValueError(
                 f"{caller}: var_list selects {outside}, which this optimizer holds no slots "

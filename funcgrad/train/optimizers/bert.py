@@ -39,8 +39,8 @@ class AdamWeightDecayOptimizer(TF1Optimizer):
     pattern of ``exclude_from_weight_decay`` (``re.search``, as the original).  Names are
     funcgrad's (``"bert/encoder/LayerNorm/gamma"``), as the original matches TF's.
 
-    ``optax.adamw`` differs: it corrects the bias (BERT's first step is 3.16 times
-    optax's with the defaults, measured in the docs), and decays every variable unless
+    ``optax.adamw`` differs: it corrects the bias (the docs page *Optimizers of TF1
+    projects* compares the first steps), and decays every variable unless
     given a mask.
 
     Args:

@@ -7,9 +7,10 @@ What it follows: TensorFlow's optimizer wrappers (``MixedPrecisionLossScaleOptim
 the optimizer they were given and call its ``compute_gradients`` / ``apply_gradients``
 around what they add.  A :class:`Wrapper` does the same through the hooks every
 :class:`~funcgrad.train.Optimizer` step goes through (``_check_state``, ``_scaled_loss``,
-``_unscaled``, ``_apply``, ``_trained``, ``_selected``, ``_step_options``): each is the
-wrapped optimizer's, on the wrapped optimizer's part of the state, unless the wrapper
-adds something of its own — so wrappers nest (``optimize_loss`` over a
+``_unscaled``, ``_apply``): each is the wrapped optimizer's, on the wrapped optimizer's
+part of the state, unless the wrapper adds something of its own; the variables it trains
+are the wrapped optimizer's (``var_list``), unless it narrows them (``optimize_loss``'s
+``variables=``) — so wrappers nest (``optimize_loss`` over a
 ``LossScaleOptimizer`` over a group's member) and everything a wrapper does not own
 travels through it: a call-site option such as AdamW's ``decay_var_list`` configures the
 optimizer inside (:meth:`Wrapper._with_call_options`).

@@ -68,9 +68,8 @@ class MovingAverageOptimizer(Wrapper):
     is the variable after the step and :math:`s` the ``global_step`` after it.  With
     ``sequential_update=False`` TensorFlow runs the average and the update unordered,
     a race: in TensorFlow 2.21 the average mostly reads the variables and
-    ``global_step`` before the update, and sometimes after it (measured with
-    ``GradientDescentOptimizer`` on four variables: one read its new value in 17 of 100
-    steps, and the new ``global_step`` was read in 12 of 75).  Here it
+    ``global_step`` before the update, and sometimes after it (how often: the docs page
+    *Optimizers of TF1 projects*).  Here it
     always reads them *before* the step: :math:`w` is the variable before the step and
     :math:`s` the ``global_step`` before it.  Averages start at the parameters given to
     :meth:`init` and are kept in each variable's dtype.

@@ -31,6 +31,7 @@ from funcgrad._types import PyTree
 from funcgrad.clip import clip_by_global_norm
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _pairs
+from funcgrad.train import _var_list
 from funcgrad.train._var_list import VarList
 from funcgrad.train._variables import Flat
 from funcgrad.train.group import OptimizerGroup
@@ -121,11 +122,7 @@ class _OptimizeLoss(Wrapper):
         if var_list is None:
             return chosen
         selected = self.optimizer._selected(caller, params, var_list)
-        outside = [
-            n
-            for n, s, c in zip(variable_names(params), selected, chosen, strict=True)
-            if s and not c
-        ]
+        outside = _var_list.outside(params, selected, chosen)
         if outside:
             raise ValueError(
                 f"{caller}: var_list selects {outside}, which optimize_loss's variables= "

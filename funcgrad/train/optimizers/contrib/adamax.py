@@ -39,14 +39,13 @@ class AdaMaxOptimizer(AdamOptimizer):
 
     Args:
       learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
-      beta1: :math:`\beta_1`.
-      beta2: :math:`\beta_2`.
-      epsilon: :math:`\epsilon`.
+      beta1: :math:`\beta_1`, in ``[0, 1)``.
+      beta2: :math:`\beta_2`, in ``[0, 1)``.
+      epsilon: :math:`\epsilon`, ``>= 0``.
 
     Raises:
-      TypeError: a hyperparameter is not a number.
-      ValueError: a hyperparameter is out of its range (``beta1``, ``beta2`` in
-        ``[0, 1)``, ``epsilon >= 0``) or not finite.
+      TypeError: an argument is not a number (or a schedule, for ``learning_rate``).
+      ValueError: an argument is out of its range or not finite.
 
     Example:
       >>> opt = fg.train.AdaMaxOptimizer(0.1)

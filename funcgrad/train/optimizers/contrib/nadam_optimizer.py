@@ -37,15 +37,15 @@ class NadamOptimizer(AdamOptimizer):
     ``optax.nadam`` corrects the bias of its Nesterov term otherwise.
 
     Args:
-      learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
-      beta1: :math:`\beta_1`.
-      beta2: :math:`\beta_2`.
-      epsilon: :math:`\epsilon`.
+      learning_rate: :math:`\eta` (a number or a ``schedule(step)``), as for
+        :class:`~funcgrad.train.AdamOptimizer`.
+      beta1: :math:`\beta_1`, as for Adam.
+      beta2: :math:`\beta_2`, as for Adam.
+      epsilon: :math:`\epsilon`, as for Adam.
 
     Raises:
-      TypeError: a hyperparameter is not a number.
-      ValueError: a hyperparameter is out of its range (``beta1``, ``beta2`` in
-        ``[0, 1)``, ``epsilon >= 0``) or not finite.
+      TypeError: as for Adam: an argument of the wrong type.
+      ValueError: as for Adam: an argument out of range or not finite.
 
     Example:
       >>> opt = fg.train.NadamOptimizer(0.1)

@@ -34,7 +34,7 @@ class PowerSignOptimizer(SignOptimizer):
     ``fg.IndexedSlices`` gradient decays all of :math:`m` and moves only the touched rows
     of :math:`w`, as the original's sparse rule, which computes the multiplier as
     ``pow(e, ln(base) d(t) sign(g) sign(m))`` where the dense kernel takes ``exp`` (the two
-    differ in the last bits).  optax has no PowerSign.
+    may differ in the last bits).  optax has no PowerSign.
 
     Args:
       learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
