@@ -78,8 +78,8 @@ class _Member(Optimizer):
     def _with_slots(self, state: TrainState, slots: Any) -> Any:
         return {**state.opt_state, self.name: slots}
 
-    def _step_options(self, caller: str, params: PyTree) -> Any:
-        return self.optimizer._step_options(caller, params)
+    def _step_options(self, caller: str, params: PyTree, opt_state: Any, global_step: Any) -> Any:
+        return self.optimizer._step_options(caller, params, opt_state, global_step)
 
     def _call_options(self) -> tuple[str, ...]:
         return self.optimizer._call_options()

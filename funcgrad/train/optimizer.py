@@ -443,7 +443,7 @@ class Optimizer:
         for name, g in zip(names, grads, strict=True):
             if isinstance(g, IndexedSlices):
                 _sparse.check_ids(caller, name, g)
-        options = self._step_options(caller, state.params)
+        options = self._step_options(caller, state.params, slots, state.global_step)
         rule = self.sparse_rule
         if rule is None:  # a plain optax transformation: TF's dense fallback
             grads = [g.to_dense() if isinstance(g, IndexedSlices) else g for g in grads]
@@ -467,10 +467,13 @@ class Optimizer:
             flat.replaced(new), self._with_slots(state, new_slots), state.global_step + 1
         )
 
-    def _step_options(self, caller: str, params: PyTree) -> Any:
-        """What a step's transformation reads about every variable of ``params``, passed to
-        ``tx.update`` as the extra argument ``step_options`` (``None``: nothing here)."""
-        del caller, params
+    def _step_options(
+        self, caller: str, params: PyTree, opt_state: Any, global_step: jax.Array
+    ) -> Any:
+        """What a step's transformation reads once per step (about every variable of
+        ``params``, of its ``opt_state`` at ``global_step``), passed to ``tx.update`` as the
+        extra argument ``step_options`` (``None``: nothing here)."""
+        del caller, params, opt_state, global_step
         return None
 
     def _dense_step(

@@ -70,6 +70,7 @@ import functools
 import re
 import typing
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Annotated
 from typing import Any
@@ -174,6 +175,40 @@ def placed_like(value: Any, like: Any) -> jax.Array:
     host = np.asarray(value, jnp.result_type(like))
     committed = isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer)
     return jax.device_put(host, like.sharding if committed and like.committed else None)
+
+
+class _ReadOnly(Mapping[str, Any]):
+    """A step's values for a rule to read: what a rule writes goes into what it returns."""
+
+    def __init__(self, values: Mapping[str, Any], what: str) -> None:
+        self._values, self._what = dict(values), what
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise TypeError(
+            f"fg.train: step.{self._what} is read-only (the values of the step, shared by "
+            f"every variable's rule); return new values instead — a rule's new slots, "
+            f"_finish's new non-slots — rather than setting step.{self._what}[{key!r}]."
+        )
+
+    def __repr__(self) -> str:
+        return repr(self._values)
+
+
+def _describe(value: Any) -> str:
+    """What a hook returned, for an error message."""
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    shape = getattr(value, "shape", None)
+    return f"an array of shape {shape}" if shape is not None else f"{value!r}"
 
 
 def _non_slot_initial(value: float) -> jax.Array:
@@ -286,11 +321,57 @@ class TF1Optimizer(Optimizer):
 
     def __init__(self, learning_rate: LearningRate, **hyperparameters: Any) -> None:
         name = type(self).__name__
+        slots = self.slots
+        if not (
+            isinstance(slots, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in slots.items())
+        ):
+            raise TypeError(
+                f"fg.train.{name}.slots must map each slot's key to its TensorFlow name, got "
+                f"{slots!r}; declare e.g. slots = {{'m': '{name}'}} (a slot 'm' of variable "
+                f"W saved as W/{name})."
+            )
         _checks.check_rate(f"fg.train.{name}(learning_rate, ...)", learning_rate)
         self._check_hyperparameters(f"fg.train.{name}(...)", hyperparameters)
         self._learning_rate = learning_rate
         #: The optimizer's arguments other than the learning rate, as given.
         self.hyperparameters = hyperparameters
+
+    @property
+    def learning_rate(self) -> Any:
+        """Not read here: a rule reads the rate of its step, ``step.learning_rate``.
+
+        TensorFlow's ``self._lr_t`` (or a project's ``self.learning_rate``) is a tensor
+        of the step; here the rate given (a number ``set_learning_rate`` may change, or
+        a schedule) is evaluated for each step and handed to the rules.  Setting it, as
+        TensorFlow's ``__init__`` does (``self.learning_rate = learning_rate``), sets the
+        rate the optimizer is built with.
+
+        Raises:
+          TypeError: always, with the fix.
+        """
+        raise TypeError(
+            f"fg.train.{type(self).__name__}.learning_rate: a rule reads the rate of its "
+            "step, step.learning_rate (a schedule evaluated at global_step, or the held rate "
+            "that set_learning_rate changes), not self.learning_rate; write step.learning_rate "
+            "in _apply_dense / _apply_sparse / _prepare."
+        )
+
+    @learning_rate.setter
+    def learning_rate(self, value: LearningRate) -> None:
+        _checks.check_rate(f"fg.train.{type(self).__name__}.learning_rate = ...", value)
+        self._learning_rate = value
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for what this base's ``__init__`` sets: say that it was not called."""
+        if name in ("_learning_rate", "hyperparameters"):
+            raise TypeError(
+                f"fg.train.{type(self).__name__}: its __init__ does not call "
+                "super().__init__(learning_rate, **hyperparameters), which this base needs "
+                "(the learning rate, the checked hyperparameters); call it first in __init__, "
+                "as a tf.train.Optimizer subclass calls its base's."
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _check_hyperparameters(self, caller: str, given: Mapping[str, Any]) -> None:
         """Check each hyperparameter against its annotation in ``__init__``, all at once."""
@@ -404,7 +485,8 @@ class TF1Optimizer(Optimizer):
         summed = IndexedSlices(rows.values, rows.indices, var.shape)
         if self._widen_for_sparse:
             return self._in_float32(self._apply_sparse, summed, var, slots, step)
-        return self._apply_sparse(summed, var, slots, step)
+        result = self._apply_sparse(summed, var, slots, step)
+        return self._stored("_apply_sparse", result, var, slots, step)
 
     def _check_names(self, names: list[str]) -> None:
         """Raise for options that match none of ``names``, the names of every variable of
@@ -485,6 +567,44 @@ class TF1Optimizer(Optimizer):
             {n: ("non_slots", n) for n in self._non_slots()},
         )
 
+    def _checked_non_slots(self) -> dict[str, float]:
+        """``_non_slots()``, each a TF name and a Python number a scalar variable holds."""
+        non_slots = self._non_slots()
+        hook = f"fg.train.{type(self).__name__}._non_slots()"
+        if not isinstance(non_slots, Mapping):
+            raise TypeError(
+                f"{hook}: it returns {non_slots!r}; return a dict of TF names to initial values, "
+                "e.g. {'beta1_power': 0.9}."
+            )
+        kinds = [
+            f"{k!r}: {v!r}"
+            for k, v in non_slots.items()
+            if not (isinstance(k, str) and _checks.is_real_number(v))
+        ]
+        if kinds:
+            raise TypeError(
+                f"{hook}: it returns {', '.join(kinds)}; each non-slot is a scalar variable named "
+                "by a string, its initial value a Python number (an int makes an int32 "
+                "variable, a float a float32 one), e.g. {'beta1_power': 0.9}."
+            )
+        wide = [
+            f"{k!r}: {v}"
+            for k, v in non_slots.items()
+            if isinstance(v, int) and not -(2**31) <= v < 2**31
+        ]
+        if wide:
+            raise ValueError(
+                f"{hook}: it returns {', '.join(wide)}, beyond the int32 an int non-slot is (as "
+                "TensorFlow's); start it within int32, or at a float."
+            )
+        if "global_step" in non_slots:
+            raise ValueError(
+                f"{hook} names a non-slot 'global_step', the name a TensorFlow checkpoint "
+                "gives the step count; name it after what it holds (TensorFlow's optimizers: "
+                "'beta1_power', 'iter')."
+            )
+        return dict(non_slots)
+
     def tf_names(self, params: PyTree) -> tuple[list[list[tuple[str, str]]], list[str]]:
         """The TensorFlow names of the state: per variable of ``params``, its slots as
         ``(key, TF name)`` in creation order, and the non-slot names.
@@ -504,7 +624,7 @@ class TF1Optimizer(Optimizer):
           ([[('m', 'Adam'), ('v', 'Adam')]], ['beta1_power', 'beta2_power'])
         """
         per_var = [[(k, self.slots[k]) for k in self._declared(v)] for v in Flat(params).variables]
-        return per_var, list(self._non_slots())
+        return per_var, list(self._checked_non_slots())
 
     def tf_slots(self, opt_state: Any) -> dict[str, PyTree]:
         """Each slot tree of ``opt_state`` (this optimizer's state), as TensorFlow holds it.
@@ -617,12 +737,16 @@ class TF1Optimizer(Optimizer):
             found[option] = frozenset(n for n, c in zip(names, chosen, strict=True) if c)
         return found
 
-    def _step_options(self, caller: str, params: PyTree) -> dict[str, Any]:
-        """What a step reads about every variable of ``params`` (the options' names checked,
-        the ``var_list``-form options resolved), once per step."""
+    def _step_options(
+        self, caller: str, params: PyTree, opt_state: Any, global_step: jax.Array
+    ) -> dict[str, Any]:
+        """What a step reads once (the options' names checked against every variable of
+        ``params``, the ``var_list``-form options resolved, the learning rate of the step:
+        a schedule is called once per step)."""
         del caller
         self._check_names(variable_names(params))
-        return {"selected": self._selections(params)}
+        rate = self._rate(opt_state, global_step)
+        return {"selected": self._selections(params), "learning_rate": rate}
 
     def _init(self, params: PyTree) -> InjectLearningRateState:
         def slot(key: str) -> PyTree:
@@ -634,7 +758,7 @@ class TF1Optimizer(Optimizer):
 
             return jax.tree.map(one, params)
 
-        non_slots = {k: _non_slot_initial(v) for k, v in self._non_slots().items()}
+        non_slots = {k: _non_slot_initial(v) for k, v in self._checked_non_slots().items()}
         inner = TF1OptimizerState({k: slot(k) for k in self.slots}, non_slots)
         rate = self._learning_rate
         held = None if callable(rate) else jnp.array(rate, jnp.float32)
@@ -653,8 +777,8 @@ class TF1Optimizer(Optimizer):
         selected: Mapping[str, frozenset[str]],
     ) -> TF1Step:
         """The step before any variable (``name`` ``""``), with ``_prepare``'s values."""
-        step = TF1Step(rate, global_step, "", non_slots, selected=selected)
-        return dataclasses.replace(step, prepared=self._prepare(step))
+        step = TF1Step(rate, global_step, "", _ReadOnly(non_slots, "non_slots"), selected=selected)
+        return dataclasses.replace(step, prepared=_ReadOnly(self._prepare(step), "prepared"))
 
     def _update(
         self,
@@ -671,11 +795,12 @@ class TF1Optimizer(Optimizer):
                 f"fg.train.{type(self).__name__}.tx: update needs params (the rules read "
                 "the variables); call tx.update(updates, state, params)."
             )
-        if step_options is None:  # a plain optax loop: params are every variable
-            step_options = self._step_options(f"fg.train.{type(self).__name__}.tx", params)
         count = cast(jax.Array, state.step)  # always kept: a rule may read the step
         step_count = count if global_step is None else jnp.asarray(global_step, jnp.int32)
-        rate = self._rate(state, step_count)
+        if step_options is None:  # a plain optax loop: params are every variable
+            caller = f"fg.train.{type(self).__name__}.tx"
+            step_options = self._step_options(caller, params, state, step_count)
+        rate = step_options["learning_rate"]
         inner: TF1OptimizerState = state.inner_state
         names = variable_names(params)
         grads, treedef = jax.tree.flatten(updates)
@@ -691,10 +816,7 @@ class TF1Optimizer(Optimizer):
             new_vars.append(new_v)
             for k in keys:
                 new_slots[k][i] = out[k]
-        non_slots = self._finish(dict(inner.non_slots), prepared)
-        non_slots = {
-            k: jnp.asarray(non_slots[k]).astype(v.dtype) for k, v in inner.non_slots.items()
-        }
+        non_slots = self._finished(self._finish(dict(inner.non_slots), prepared), inner.non_slots)
         deltas = [n - v for n, v in zip(new_vars, variables, strict=True)]
         slots = {k: jax.tree.unflatten(treedef, v) for k, v in new_slots.items()}
         new_state = InjectLearningRateState(
@@ -703,6 +825,28 @@ class TF1Optimizer(Optimizer):
             TF1OptimizerState(slots, non_slots),
         )
         return jax.tree.unflatten(treedef, deltas), new_state
+
+    def _finished(self, new: Any, old: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+        """``_finish``'s new non-slot values, checked: every one, a scalar, in its dtype."""
+        hook = f"fg.train.{type(self).__name__}._finish"
+        if not isinstance(new, Mapping):
+            raise TypeError(
+                f"{hook}: it returns {_describe(new)}; return the dict of every non-slot's new "
+                f"value, {sorted(old)}."
+            )
+        missing, extra = sorted(set(old) - set(new)), sorted(set(new) - set(old))
+        shaped = [
+            f"{k!r} of shape {jnp.shape(new[k])}" for k in old if k in new and jnp.shape(new[k])
+        ]
+        problems = [f"no value for the non-slots {missing}"] * bool(missing)
+        problems += [f"values for {extra}, which _non_slots() does not declare"] * bool(extra)
+        problems += [f"{', '.join(shaped)}, where a non-slot is a scalar"] * bool(shaped)
+        if problems:
+            raise ValueError(
+                f"{hook}: it returns {'; '.join(problems)}; return every non-slot's new scalar "
+                "value, changed or not."
+            )
+        return {k: jnp.asarray(new[k]).astype(v.dtype) for k, v in old.items()}
 
     def _in_float32(
         self, rule: Any, grad: Any, var: jax.Array, slots: dict[str, jax.Array], step: TF1Step
@@ -714,23 +858,42 @@ class TF1Optimizer(Optimizer):
             grad = IndexedSlices(widen(grad.values), grad.indices, grad.dense_shape)
         else:
             grad = widen(grad).astype(wide_var.dtype)
-        new_var, new_slots = rule(grad, wide_var, {k: widen(s) for k, s in slots.items()}, step)
-        return self._stored(new_var, new_slots, var, slots, step)
+        result = rule(grad, wide_var, {k: widen(s) for k, s in slots.items()}, step)
+        return self._stored(rule.__name__, result, var, slots, step)
 
     def _stored(
-        self,
-        new_var: Any,
-        new_slots: Any,
-        var: jax.Array,
-        slots: dict[str, jax.Array],
-        step: TF1Step,
+        self, hook: str, result: Any, var: jax.Array, slots: dict[str, jax.Array], step: TF1Step
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """A rule's results in the dtypes of ``var`` and its ``slots``."""
-        missing = sorted(set(slots) - set(new_slots))
-        if missing:
+        """A rule's ``(new_var, new_slots)``, checked — a pair, every slot, each of its
+        shape — and in the dtypes of ``var`` and its ``slots``."""
+        caller = f"fg.train.{type(self).__name__}.{hook}"
+        fix = f"return (new_var, new_slots): the new {step.name!r} and a dict of its slots"
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping)):
+            raise TypeError(
+                f"{caller}: it returns {_describe(result)} for {step.name!r}; {fix} "
+                f"{sorted(slots)}."
+            )
+        new_var, new_slots = result
+        missing, extra = sorted(set(slots) - set(new_slots)), sorted(set(new_slots) - set(slots))
+        wrong = [
+            f"{what} of shape {jnp.shape(new)} for {old_shape}"
+            for what, new, old_shape in [
+                (f"the variable {step.name!r}", new_var, jnp.shape(var)),
+                *[
+                    (f"the slot {k!r}", new_slots[k], jnp.shape(s))
+                    for k, s in slots.items()
+                    if k in new_slots
+                ],
+            ]
+            if jnp.shape(new) != old_shape
+        ]
+        problems = [f"no new value for the slots {missing} of {step.name!r}"] * bool(missing)
+        problems += [f"slots {extra} that {step.name!r} does not have"] * bool(extra)
+        problems += wrong
+        if problems:
             raise ValueError(
-                f"fg.train.{type(self).__name__}: its rule returns no new value for the "
-                f"slots {missing} of {step.name!r}; return every slot, changed or not."
+                f"{caller}: it returns {'; '.join(problems)}; return the variable and every one "
+                "of its slots, changed or not, each of its shape."
             )
         out = {k: jnp.asarray(new_slots[k]).astype(s.dtype) for k, s in slots.items()}
         return jnp.asarray(new_var).astype(var.dtype), out
@@ -740,8 +903,8 @@ class TF1Optimizer(Optimizer):
     ) -> LeafRule:
         """The :data:`~funcgrad.train._sparse.SparseRule` that calls
         ``_apply_sparse_duplicate_indices`` with each variable's slots by key."""
-        rate = self._rate(opt_state, global_step)
         non_slots = self.tf_non_slots(opt_state)
+        rate = step_options["learning_rate"]
         prepared = self._prepared(rate, global_step, non_slots, step_options["selected"])
         layout = self._layout()[0]
         order = _flatten_order(opt_state.inner_state, layout)
@@ -754,7 +917,9 @@ class TF1Optimizer(Optimizer):
             by_key = dict(zip(order, slots, strict=True))
             mine = {k: _signed(by_key[k], layout[k][1]) for k in keys}
             step = dataclasses.replace(prepared, name=name)
-            new_var, out = self._stored(*rule(slices, var, mine, step), var, mine, step)
+            new_var, out = self._stored(
+                rule.__name__, rule(slices, var, mine, step), var, mine, step
+            )
             signed = {k: _signed(v, layout[k][1]) for k, v in out.items()}
             return [new_var, *(signed.get(k, by_key[k]) for k in order)]
 

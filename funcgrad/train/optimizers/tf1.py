@@ -235,6 +235,7 @@ class AdamOptimizer(TF1Optimizer):
         beta2: Annotated[float, "in [0, 1)"] = 0.999,
         epsilon: Annotated[float, ">= 0"] = 1e-8,
     ) -> None:
+        _refuse_fed_betas(f"fg.train.{type(self).__name__}(...)", beta1=beta1, beta2=beta2)
         super().__init__(learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon)
         self._beta1 = beta1
         self._beta2 = beta2
@@ -311,6 +312,24 @@ class AdamOptimizer(TF1Optimizer):
                 )
             inner = put_path(inner, (0, "step"), placed_like(count, inner[0].step))
         return super()._restore_non_slots(caller, inner, values, global_step)
+
+
+def _refuse_fed_betas(caller: str, **betas: Any) -> None:
+    """Raise, naming the way, for a beta fed as a schedule or an array (TensorFlow's tensor
+    of ``global_step``): TensorFlow's Adam with such betas is built from its optax piece."""
+    fed = [
+        f"{k} is {'a function (a schedule?)' if callable(v) else 'an array'}"
+        for k, v in betas.items()
+        if callable(v) or isinstance(v, jax.Array | np.ndarray)
+    ]
+    if fed:
+        raise TypeError(
+            f"{caller}: {', '.join(fed)}, and Adam's betas here are Python numbers; for betas "
+            "that change with the step, build TensorFlow's Adam from its optax piece, "
+            "fg.train.Optimizer(optax.chain(optax.inject_hyperparams(fg.train.scale_by_tf_adam)"
+            "(beta1=schedule, beta2=0.999), fg.train.scale_by_learning_rate(rate))) (docs: "
+            "porting.md, Hyperparameters that change while training)."
+        )
 
 
 def power(beta: float, n: int) -> np.float32:

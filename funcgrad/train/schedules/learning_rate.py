@@ -54,7 +54,9 @@ def inject_learning_rate(
 
     As ``optax.inject_hyperparams`` for the one hyperparameter TensorFlow schedules,
     except that a schedule is evaluated at the ``global_step`` extra argument that
-    ``Optimizer.apply_gradients`` passes (at its own update count without it).
+    ``Optimizer.apply_gradients`` passes (at its own update count without it) — or not at
+    all when the extra argument ``step_options`` holds the step's ``learning_rate``, which
+    an optimizer computed once for every part of its step.
     """
     _checks.check_rate(caller, learning_rate)
     schedule = learning_rate if callable(learning_rate) else None
@@ -64,20 +66,27 @@ def inject_learning_rate(
             rate = jnp.array(learning_rate, jnp.float32)  # a copy: never the caller's array
             return InjectLearningRateState(rate, None, factory(rate).init(params))
         step = jnp.zeros([], jnp.int32)
-        return InjectLearningRateState(None, step, factory(schedule(step)).init(params))
+        # The rate drives the updates only: the state is made without calling the
+        # schedule (a learning_rate_decay_fn is called once per step, by the step).
+        unused = jnp.zeros([], jnp.float32)
+        return InjectLearningRateState(None, step, factory(unused).init(params))
 
     def update_fn(
         updates: PyTree,
         state: InjectLearningRateState,
         params: PyTree = None,
         global_step: Any = None,
+        step_options: Any = None,
         **extra_args: Any,
     ) -> tuple[PyTree, InjectLearningRateState]:
         del extra_args
         rate, step = state.learning_rate, state.step
         if schedule is not None:
             step = cast(jax.Array, step)
-            rate = jnp.asarray(schedule(step if global_step is None else global_step))
+            if step_options is not None and "learning_rate" in step_options:
+                rate = step_options["learning_rate"]
+            else:
+                rate = jnp.asarray(schedule(step if global_step is None else global_step))
             step = optax.safe_increment(step)
         updates, inner_state = factory(rate).update(updates, state.inner_state, params)
         return updates, InjectLearningRateState(state.learning_rate, step, inner_state)

@@ -356,7 +356,10 @@ def test_a_subclass_that_breaks_the_contract_gets_a_clear_error() -> None:
     class Nothing(fg.train.TF1Optimizer):
         pass
 
-    with pytest.raises(ValueError, match=r"no new value for the slots \['m'\].*return every slot"):
+    with pytest.raises(
+        ValueError,
+        match=r"no new value for the slots \['m'\].*return the variable and every one of its slots",
+    ):
         Forgets(0.1).minimize(_loss, Forgets(0.1).init(PARAMS))
     with pytest.raises(ValueError, match="declare every slot in slots"):
         Unknown(0.1).init(PARAMS)
