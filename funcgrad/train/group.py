@@ -158,9 +158,21 @@ class _All(Optimizer):
             "drop those pairs, or add the variables to a var_list in the group",
         )
         step = state.global_step
+        owns = {}
         for member in self.group._members.values():
             mine = member._trained(caller, state.params)
-            own = [g if t else None for g, t in zip(grads, mine, strict=True)]
+            owns[member.name] = [g if t else None for g, t in zip(grads, mine, strict=True)]
+        empty = [n for n, own in owns.items() if all(g is None for g in own)]
+        if empty:
+            raise ValueError(
+                f"{caller}: no gradient reaches a variable of {empty} (var_list leaves it "
+                "none, or the loss does not depend on them: TensorFlow's 'No gradients "
+                "provided' of that member's minimize), and the group's step applies every "
+                "member; select some of each member's variables, or step the others alone: "
+                f"group[{next(n for n in owns if n not in empty)!r}].minimize(loss_fn, state)."
+            )
+        for member in self.group._members.values():
+            own = owns[member.name]
             state = member._apply(f"{caller} ({member.name!r})", call, own, state)
             state = state._replace(global_step=step)  # each member reads the step before it
         return state._replace(global_step=step + 1)

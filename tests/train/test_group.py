@@ -438,6 +438,36 @@ def test_one_train_op_refuses_a_member_without_gradients():
     group = _wide_group()
     state = group.init(WIDE_PARAMS)
     with pytest.raises(
-        ValueError, match=r"OptimizerGroup.minimize.*\('linear'\).*No gradients provided"
+        ValueError, match=r"OptimizerGroup.minimize.*\['linear'\].*'No gradients provided'"
     ):
         group.minimize(lambda p: jnp.sum(p["dnn"]["E"]), state)
+
+
+def test_a_group_step_whose_var_list_leaves_a_member_nothing_says_so() -> None:
+    group = fg.train.OptimizerGroup(
+        d=(fg.train.AdamOptimizer(0.1), ["d"]), g=(fg.train.GradientDescentOptimizer(0.1), ["g"])
+    )
+    state = group.init({"d": jnp.float32(1.0), "g": jnp.float32(2.0)})
+    with pytest.raises(ValueError, match=r"no gradient reaches a variable of \['g'\] \(var_list "
+                       r"leaves it none.*group\['d'\]\.minimize\(loss_fn, state\)"):  # fmt: skip
+        group.minimize(lambda p: p["d"] * p["g"], state, var_list=["d"])
+
+
+def test_a_members_exclusions_are_matched_against_every_variable() -> None:
+    """BERT's exclusion list names the model's LayerNorm, which another member trains: the
+    same optimizer alone (minimize(var_list=...)) trains, so the member does too."""
+    params = {"dense": {"kernel": jnp.ones(2)}, "LayerNorm": {"gamma": jnp.ones(2)}}
+    bert = fg.train.AdamWeightDecayOptimizer(
+        0.1, weight_decay_rate=0.01, exclude_from_weight_decay=["LayerNorm"]
+    )
+    group = fg.train.OptimizerGroup(
+        bert=(bert, ["dense/kernel"]),
+        ln=(fg.train.GradientDescentOptimizer(0.1), ["LayerNorm/gamma"]),
+    )
+
+    def loss(p):
+        return jnp.sum(p["dense"]["kernel"] * p["LayerNorm"]["gamma"])
+
+    state, _ = group.minimize(loss, group.init(params))
+    alone, _ = bert.minimize(loss, bert.init(params), var_list=["dense/kernel"])
+    chex.assert_trees_all_close(state.params["dense"], alone.params["dense"])

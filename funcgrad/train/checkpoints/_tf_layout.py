@@ -408,6 +408,19 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
+def check_decayed_rate(caller: str, item: Item, value: Any, part: Part) -> None:
+    """Raise unless the checkpoint's ``<scope>learning_rate`` is the rate an
+    ``optimize_loss`` with a ``learning_rate_decay_fn`` decays: its state holds no rate
+    to set (TensorFlow's decay function reads the variable, funcgrad's the number given)."""
+    if np.float32(value) != np.float32(part.rate):
+        raise ValueError(
+            f"{caller}: {item.name!r} is {float(value)!r} in the checkpoint, and this "
+            f"optimize_loss decays learning_rate={part.rate!r} (its learning_rate_decay_fn "
+            "reads the rate it was built with, TensorFlow's the restored variable); build "
+            f"it with learning_rate={float(np.float32(value))!r} to continue the run."
+        )
+
+
 def checkpoint_prefix(caller: str, path: str | os.PathLike[str]) -> str:
     """The checkpoint prefix ``path`` means: a prefix, a directory (its latest checkpoint),
     or a path to the ``.index`` / ``.data-*`` / ``.meta`` file of a prefix."""
@@ -504,7 +517,9 @@ def _check_all(caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[
             f"{reader.prefix} lacks {', '.join(missing)} (it holds {len(found)} names: "
             f"{found[:6]}{' ...' if len(found) > 6 else ''}); map the names with name_map "
             "(e.g. {'W/Adam': 'train/W/Adam'}; None keeps the state's value), or pass "
-            "var_list=[the variables TensorFlow trained] when some had no optimizer slots"
+            "var_list=[the variables TensorFlow trained] when some had no optimizer slots "
+            "(TensorFlow makes none for a trainable=False variable, nor for one its loss "
+            "never reads; optimize_loss's variables= is its var_list)"
         )
     if wrong:
         problems.append(

@@ -212,6 +212,8 @@ def restore_tf_checkpoint(
         elif item.what == "learning_rate":  # optimize_loss's variable: a held rate is set
             if view.held_rate(item.part) is not None:
                 rates[item.part] = _place(value, view.held_rate(item.part))
+            else:  # the rate a learning_rate_decay_fn decays: the optimizer's own
+                _tf_layout.check_decayed_rate(caller, item, value, parts[item.part])
         elif item.what == "loss_scale":
             scale = _place(value, view.value(item))
         elif item.what == "average":

@@ -451,3 +451,50 @@ def test_tf_checkpoint_names_follow_the_scope_and_the_variables(tmp_path):
     prefix = fg.train.save_tf_checkpoint(str(tmp_path / "decayed.ckpt"), state, decayed)
     restored = fg.train.restore_tf_checkpoint(prefix, decayed.init(PARAMS), decayed)
     chex.assert_trees_all_equal(restored, state)  # the base rate is written, none is held
+
+
+def test_a_restored_rate_the_decay_function_does_not_decay_is_refused(tmp_path) -> None:
+    """TensorFlow's learning_rate_decay_fn reads the restored OptimizeLoss/learning_rate;
+    this one decays the number it was built with, so a different one in the file is an
+    error that says which rate to build with (the same one continues TensorFlow's run)."""
+    decay = lambda lr, step: lr * 0.5 ** step.astype(jnp.float32)  # noqa: E731
+    params = {"w": jnp.float32(1.0)}
+    saved = fg.train.optimize_loss(0.5, "SGD", learning_rate_decay_fn=decay)
+    state, _ = saved.minimize(lambda p: p["w"] ** 2, saved.init(params))
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, saved)
+    other = fg.train.optimize_loss(0.1, "SGD", learning_rate_decay_fn=decay)
+    match = r"'OptimizeLoss/learning_rate' is 0\.5 in .*learning_rate=0\.1.*learning_rate=0\.5"
+    with pytest.raises(ValueError, match=match):
+        fg.train.restore_tf_checkpoint(prefix, other.init(params), other)
+    same = fg.train.optimize_loss(0.5, "SGD", learning_rate_decay_fn=decay)
+    restored = fg.train.restore_tf_checkpoint(prefix, same.init(params), same)
+    chex.assert_trees_all_equal(restored, state)
+
+
+def test_the_decay_function_is_called_once_a_step() -> None:
+    calls = []
+
+    def decay(lr, step):
+        calls.append(step)
+        return lr * 0.5 ** step.astype(jnp.float32)
+
+    opt = fg.train.optimize_loss(0.1, "Adam", learning_rate_decay_fn=decay)
+    ids = jnp.array([0, 2])
+    state = opt.init({"E": jnp.ones((3, 2)), "w": jnp.ones(2)})
+    before = len(calls)
+    for _ in range(3):  # a sparse and a dense gradient
+        state, _ = opt.minimize(lambda p: jnp.sum(p["E"][ids] @ p["w"]), state)
+    assert len(calls) - before == 3
+
+
+def test_a_slot_the_checkpoint_lacks_points_to_variables(tmp_path) -> None:
+    """TensorFlow makes no slot for a trainable=False variable, nor for one the loss never
+    reads: the error says how to restore such a checkpoint (variables= / var_list=)."""
+    params = {"w": jnp.float32(1.0), "update_counter": jnp.float32(0.0)}
+    tf_like = fg.train.optimize_loss(0.1, "Adagrad", variables=["w"])
+    state, _ = tf_like.minimize(lambda p: p["w"] ** 2, tf_like.init(params))
+    prefix = fg.train.save_tf_checkpoint(str(tmp_path / "m"), state, tf_like)
+    every = fg.train.optimize_loss(0.1, "Adagrad")
+    with pytest.raises(ValueError, match=r"lacks 'OptimizeLoss/update_counter/Adagrad'.*"
+                       r"trainable=False variable.*variables= is its var_list"):  # fmt: skip
+        fg.train.restore_tf_checkpoint(prefix, every.init(params), every)
