@@ -7,6 +7,12 @@ from collections.abc import Callable
 import jax
 
 
+def median_iqr(xs: list[float]) -> str:
+    """``"median (first quartile to third)"`` of ``xs`` (two or more), three decimals."""
+    q1, q2, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return f"{q2:.3f} ({q1:.3f} to {q3:.3f})"
+
+
 def time_call(fn: Callable[[], object], number: int) -> float:
     """Seconds per call of ``fn`` (its result blocked on), over ``number`` calls."""
     start = time.perf_counter()

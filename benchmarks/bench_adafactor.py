@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from _timing import median_iqr
 from _timing import paired
 
 import funcgrad as fg
@@ -130,6 +131,8 @@ def main() -> None:
     print(
         f"step time: funcgrad {fg_s * 1e3:.2f} ms, optax {optax_s * 1e3:.2f} ms, ratio {ratio:.3f}"
     )
+    if args.repeats > 1:
+        print(f"per-repeat ratio, median (interquartile range): {median_iqr(timed['fg'][1])}")
 
     fg_mem = _memory(fg_step.lower(states["fg"], ids, labels).compile())
     optax_mem = _memory(optax_step.lower(states["optax"], ids, labels).compile())

@@ -52,6 +52,10 @@ SCRIPTS = {
         ["--size", "1000", "--max-order", "2", "--repeats", "1", "--first-repeats", "1"],
         "| nth_derivative first (s) |",
     ),
+    "bench_optimizers.py": (
+        ["--repeats", "2", "--number", "1", "--only", "GradientDescent", "AdamW"],
+        "| optimizer | dense: ratio to optax.sgd (IQR) | sparse: ratio (IQR) |",
+    ),
     "bench_overrides.py": (
         ["--batch", "8", "--hidden", "16", "--runs", "2", "--compiles", "1"],
         "gradients bit-identical: True",
