@@ -7,10 +7,18 @@ from collections.abc import Callable
 import jax
 
 
-def median_iqr(xs: list[float]) -> str:
-    """``"median (first quartile to third)"`` of ``xs`` (two or more), three decimals."""
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+    """The first quartile, the median and the third quartile of ``xs``."""
+    if len(xs) < 2:
+        return xs[0], xs[0], xs[0]
     q1, q2, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-    return f"{q2:.3f} ({q1:.3f} to {q3:.3f})"
+    return q1, q2, q3
+
+
+def with_iqr(xs: list[float], digits: int = 3) -> str:
+    """``xs``' median and, in brackets, its interquartile range: ``1.002 (0.981-1.020)``."""
+    q1, q2, q3 = quartiles(xs)
+    return f"{q2:.{digits}f} ({q1:.{digits}f}-{q3:.{digits}f})"
 
 
 def time_call(fn: Callable[[], object], number: int) -> float:

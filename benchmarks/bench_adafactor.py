@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from _timing import median_iqr
 from _timing import paired
+from _timing import with_iqr
 
 import funcgrad as fg
 
@@ -131,8 +131,7 @@ def main() -> None:
     print(
         f"step time: funcgrad {fg_s * 1e3:.2f} ms, optax {optax_s * 1e3:.2f} ms, ratio {ratio:.3f}"
     )
-    if args.repeats > 1:
-        print(f"per-repeat ratio, median (interquartile range): {median_iqr(timed['fg'][1])}")
+    print(f"ratio per repeat, median (IQR): {with_iqr(timed['fg'][1])}")
 
     fg_mem = _memory(fg_step.lower(states["fg"], ids, labels).compile())
     optax_mem = _memory(optax_step.lower(states["optax"], ids, labels).compile())

@@ -30,8 +30,8 @@ import optax
 import funcgrad as fg
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_iqr
 from _timing import paired
+from _timing import with_iqr
 
 _REQUIRED = {"learning_rate": 0.01, "momentum": 0.9, "weight_decay": 0.01}
 
@@ -128,7 +128,7 @@ def main() -> None:
     print("\n| optimizer | dense: ratio to optax.sgd (IQR) | sparse: ratio (IQR) |")
     print("|---|---|---|")
     for name in opts:
-        cells = [median_iqr(table[kind][name][1]) for kind in ("dense", "sparse")]
+        cells = [with_iqr(table[kind][name][1]) for kind in ("dense", "sparse")]
         print(f"| {name} | " + " | ".join(cells) + " |")
     ref = [f"{table[kind]['reference'][0] * 1e3:.3f} ms" for kind in ("dense", "sparse")]
     print(f"| (optax.sgd, per step) | {ref[0]} | {ref[1]} |")

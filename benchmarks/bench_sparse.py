@@ -27,6 +27,19 @@ and peer rows are skipped above ``--dense-max`` rows (a 10,000,000 x 64 table is
 
 ``--only GradientDescent SGD`` times only the variants whose name holds one of the words given (on a
 shared machine, fewer variants in a round give steadier ratios).
+
+``--shards 32`` compares a lookup over shards with the same lookup on one table instead
+(``--rows`` the table's rows, ``--ids`` the ids of a step): ``fg.nn.embedding_lookup``
+over the table in 32 parts, as a restored partitioned variable is looked up
+(``jnp.array_split(table, 32)`` inside the function), and over 32 separate arrays, against
+``jnp.take(table, ids, axis=0)``; each alone (the forward lookup) and in a Momentum
+``minimize`` step (jitted, the state donated).  Printed: XLA's temporary and output bytes
+of each compiled function and the median time of each, the variants timed in turn within
+each round, and the ratios to the one-table figures: of temporaries and outputs for the
+lookup (its rows), of temporaries for the step (its outputs are the state, updated in
+place and the same in every variant).
+
+    PYTHONPATH=. python benchmarks/bench_sparse.py --shards 32 --rows 65536 --ids 20000
 """
 
 from __future__ import annotations
@@ -327,6 +340,66 @@ def measure(
     return _timed(runs, steps, repeats)
 
 
+def _shard_variants(rows: int, shards: int) -> dict[str, tuple[Callable[..., Any], Any]]:
+    """``{name: (lookup(params, ids), params)}``: one table, the table in ``shards`` parts
+    (one array, split in the function), and ``shards`` separate arrays."""
+    table = 0.01 * jax.random.normal(jax.random.key(0), (rows, DIM), jnp.float32)
+    split = [table[p::shards] for p in range(shards)]  # "mod": id i in part i % shards
+    return {
+        "one table, jnp.take": (lambda t, ids: jnp.take(t, ids, axis=0), table),
+        f"one array in {shards} parts, fg.nn.embedding_lookup(jnp.array_split(...))": (
+            lambda t, ids: fg.nn.embedding_lookup(jnp.array_split(t, shards), ids),
+            jnp.concatenate(split),
+        ),
+        f"{shards} separate arrays, fg.nn.embedding_lookup": (fg.nn.embedding_lookup, split),
+    }
+
+
+def _memory(compiled: Any) -> tuple[int, int]:
+    analysis = compiled.memory_analysis()
+    return int(analysis.temp_size_in_bytes), int(analysis.output_size_in_bytes)
+
+
+def measure_shards(rows: int, n_ids: int, shards: int, *, steps: int, repeats: int) -> None:
+    """Print the lookup over ``shards`` shards against the one-table lookup."""
+    rng = np.random.default_rng(0)
+    ids = jnp.asarray(rng.integers(0, rows, n_ids).astype(np.int32))
+    labels = jnp.asarray(rng.integers(0, CLASSES, n_ids))
+    momentum = fg.train.MomentumOptimizer(0.1, 0.9)
+    figures: dict[str, dict[str, tuple[int, int]]] = {"lookup": {}, "Momentum step": {}}
+    runs: dict[str, dict[str, Step]] = {"lookup": {}, "Momentum step": {}}
+    for name, (lookup, params) in _shard_variants(rows, shards).items():
+        forward = jax.jit(lookup)
+        figures["lookup"][name] = _memory(forward.lower(params, ids).compile())
+        runs["lookup"][name] = lambda f=forward, p=params: jax.block_until_ready(
+            [f(p, ids) for _ in range(steps)]
+        )
+
+        def loss(p: Any, ids: jax.Array, labels: jax.Array, lookup: Any = lookup) -> jax.Array:
+            return _loss(lookup(p["E"], ids), p["W"], labels)
+
+        step = jax.jit(
+            lambda s, i, y, loss=loss: momentum.minimize(loss, s, i, y)[0], donate_argnums=0
+        )
+        state = momentum.init({"E": params, "W": jnp.zeros((DIM, CLASSES), jnp.float32)})
+        figures["Momentum step"][name] = _memory(step.lower(state, ids, labels).compile())
+        runs["Momentum step"][name] = _runner(step, state, [(ids, labels)] * steps)
+    print(f"V={rows:,} rows x {DIM}, {n_ids:,} ids, {shards} shards; medians of {repeats} "
+          f"rounds of {steps} calls")  # fmt: skip
+    print("\n| variant | temporaries | outputs | time | vs one table (memory, time) |")
+    print("|---|---|---|---|---|")
+    for kind in ("lookup", "Momentum step"):
+        times = _timed(runs[kind], steps, repeats)
+        memory = {n: t + o if kind == "lookup" else t for n, (t, o) in figures[kind].items()}
+        base_name = next(iter(times))
+        base = max(memory[base_name], 1), times[base_name]
+        for name, seconds in times.items():
+            temp, out = figures[kind][name]
+            ratio = f"{memory[name] / base[0]:.2f}x, {seconds / base[1]:.2f}x"
+            print(f"| {kind}: {name} | {temp / 2**20:.2f} MiB | {out / 2**20:.2f} MiB | "
+                  f"{seconds * 1e3:.3f} ms | {ratio} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -334,7 +407,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds")
     parser.add_argument("--dense-max", type=int, default=1_000_000)
     parser.add_argument("--only", nargs="+", help="time only variants whose name holds a word")
+    parser.add_argument("--shards", type=int, help="compare a lookup over this many shards")
+    parser.add_argument("--ids", type=int, default=20_000, help="ids a step, with --shards")
     args = parser.parse_args()
+    if args.shards:
+        for rows in args.rows:
+            measure_shards(rows, args.ids, args.shards, steps=args.steps, repeats=args.repeats)
+        return
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}, batch {BATCH}, dim {DIM}")
     table = {}
     for rows in args.rows:

@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import optax
 
 import funcgrad as fg
-from benchmarks._timing import median_iqr
 from benchmarks._timing import paired
+from benchmarks._timing import with_iqr
 
 INIT_LR, TRAIN_STEPS, WARMUP = 1e-4, 10_000, 1_000
 EXCLUDE = ["LayerNorm", "layer_norm", "bias"]
@@ -183,8 +183,7 @@ def main() -> None:
     temp = memory["fg"].temp_size_in_bytes / max(memory["optax"].temp_size_in_bytes, 1)
     print(f"| **ratio fg / optax** | **{ratio:.3f}** (median of per-repeat ratios) | "
           f"**{temp:.3f}** |")  # fmt: skip
-    if args.repeats > 1:
-        print(f"per-repeat ratio, median (interquartile range): {median_iqr(out['fg'][1])}")
+    print(f"ratio per repeat, median (IQR): {with_iqr(out['fg'][1])}")
 
 
 if __name__ == "__main__":

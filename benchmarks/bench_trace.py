@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +41,7 @@ import jax.numpy as jnp
 import optax
 
 import funcgrad as fg
+from benchmarks._timing import with_iqr
 
 LR, DECAY, CLIP, SCALE, GROWTH = 1e-3, 1e-4, 1.0, 2.0**15, 2000
 
@@ -158,13 +158,6 @@ def make_steps(model: Transformer) -> dict[str, tuple[Callable[..., Any], ...]]:
     }
 
 
-def _quartiles(xs: list[float]) -> tuple[float, float, float]:
-    if len(xs) < 2:
-        return xs[0], xs[0], xs[0]
-    q1, q2, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-    return q1, q2, q3
-
-
 def _measure(make: Callable[[], Callable[..., Any]], args: tuple[Any, ...], full: bool) -> dict:
     """Seconds to trace a new function (wall clock and this process's CPU time), and with
     ``full`` to lower and compile it and to make a fresh ``jax.jit``'s first call; JAX's
@@ -194,10 +187,7 @@ def _measure(make: Callable[[], Callable[..., Any]], args: tuple[Any, ...], full
 
 def _row(label: str, fg_times: list[float], jax_times: list[float]) -> str:
     ratios = [a / b for a, b in zip(fg_times, jax_times, strict=True)]
-    cells = []
-    for xs in (fg_times, jax_times, ratios):
-        q1, q2, q3 = _quartiles(xs)
-        cells.append(f"{q2:.3f} ({q1:.3f}-{q3:.3f})")
+    cells = [with_iqr(xs) for xs in (fg_times, jax_times, ratios)]
     return f"{label:22s} {cells[0]:>22s} {cells[1]:>22s} {cells[2]:>22s}"
 
 

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax
 
 import funcgrad as fg
-from benchmarks._timing import median_iqr
+from benchmarks._timing import with_iqr
 
 CLIP = 5.0
 
@@ -113,12 +113,11 @@ def bench(name: str, sizes: list[int], batch: int, fg_opt: Any, tx: Any, args: A
             per_epoch[label] += _median_seconds(lambda e=epoch, s=state: e(s), 1)
     for what, table in (("per step", per_step), (f"epoch ({steps} steps, lax.scan)", per_epoch)):
         med = {k: statistics.median(v) for k, v in table.items()}
-        ratios = [f / o for f, o in zip(table["funcgrad"], table["optax"], strict=True)]
-        spread = f"   per-round ratio {median_iqr(ratios)}" if len(ratios) > 1 else ""
+        paired = [a / b for a, b in zip(table["funcgrad"], table["optax"], strict=True)]
         print(
             f"{name:8s} {what:28s} funcgrad {med['funcgrad'] * 1e3:9.3f} ms   "
             f"optax {med['optax'] * 1e3:9.3f} ms   ratio {med['funcgrad'] / med['optax']:.3f}"
-            + spread
+            f"   per round {with_iqr(paired)}"
         )
 
 

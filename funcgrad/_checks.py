@@ -52,6 +52,14 @@ def as_int(caller: str, name: str, value: Any, *, minimum: int | None = None, hi
     return number
 
 
+def as_bool(caller: str, name: str, value: Any) -> bool:
+    """``value`` as a Python ``bool``: ``True`` or ``False`` (or a NumPy bool); anything
+    else, a truthy string or number included, is a ``TypeError``."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{caller}: {name} must be True or False, got {value!r}; pass a bool.")
+    return bool(value)
+
+
 def is_integer(value: Any, *, arrays: bool = True) -> bool:
     """Whether ``value`` is an integer, not a bool: a Python or NumPy integer, or (with
     ``arrays``) an array of an integer dtype, concrete or traced."""
@@ -179,6 +187,29 @@ def _edits(a: str, b: str) -> int:
                 row[j] = min(row[j], previous2[j - 2] + 1)
         previous2, previous = previous, row
     return previous[-1]
+
+
+#: TensorFlow 1.x's arguments of ``tf.gradients`` that choose how its graph is built and
+#: run, never the numbers, and why funcgrad takes none of them.
+TF_GRAPH_ARGUMENTS = {
+    "gate_gradients": "it orders TensorFlow's backward graph, and XLA schedules the whole step",
+    "aggregation_method": "it chooses how TensorFlow adds gradients, and XLA adds them",
+    "colocate_gradients_with_ops": "it places TensorFlow's ops on devices, and XLA places them",
+    "name": "there is no graph operation to name",
+}
+
+
+def refuse_keywords(caller: str, given: Iterable[str], call: str) -> None:
+    """A ``TypeError`` for keyword arguments a function does not take, if any is
+    ``given``: TensorFlow's graph arguments with the reason, others as Python names them;
+    the message ends with ``call``, the call to write instead."""
+    problems = [
+        f"{k}= is TensorFlow's argument and is not taken: {TF_GRAPH_ARGUMENTS[k]}"
+        if k in TF_GRAPH_ARGUMENTS
+        else f"it takes no keyword argument {k!r}"
+        for k in given
+    ]
+    raise_collected(caller, problems, f"drop it: {call}", TypeError)
 
 
 def raise_collected(caller: str, problems: list[str], hint: str, error: type = ValueError) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import op_gradients as _op_gradients
 from funcgrad._core.tf_gradients import GRADIENTS
 from funcgrad._types import Function
@@ -36,7 +37,9 @@ def _clip(op: Op, grad: jax.Array) -> list[Any]:
 
     Either bound may be missing (``jnp.clip(x, None, hi)``): the call's body shows which.
     """
-    body = {eqn.primitive.name for eqn in op.params["jaxpr"].jaxpr.eqns}
+    call = _jax.named_call_body(op.params, "clip")
+    assert call is not None  # the rule of the named function "clip" alone
+    body = {eqn.primitive.name for eqn in call.jaxpr.eqns}
     x, *bounds = op.inputs
     lo = bounds.pop(0) if "max" in body else None
     hi = bounds.pop(0) if "min" in body else None
@@ -55,6 +58,7 @@ def _clip(op: Op, grad: jax.Array) -> list[Any]:
 #: JAX's derivative rule gives other numbers than TensorFlow's (docs/conventions.md).
 CONVENTIONS: dict[str, tuple[str, GradientFunction]] = {
     "abs": ("Abs", GRADIENTS["Abs"]),
+    "atan2": ("Atan2", GRADIENTS["Atan2"]),
     "atanh": ("Atanh", GRADIENTS["Atanh"]),
     "clamp": ("ClipByValue", _clamp),
     "clip": ("clip_by_value", _clip),

@@ -20,12 +20,13 @@ from typing import Any
 
 import jax
 import jaxlib
-from jax.extend import core
 
 from funcgrad import _checks
 from funcgrad._core import connectivity as _connectivity
 from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import taps as _taps
+from funcgrad._core.jax_internals import Kind
 from funcgrad._types import PyTree
 
 __all__ = ["Cut", "Unconnected", "explain_unconnected", "format_unconnected"]
@@ -264,20 +265,18 @@ def _cut(site: _connectivity.Site) -> Cut:
     if not _connectivity.is_cut(eqn):  # an output that cannot carry the gradient
         avals: list[Any] = [v.aval for v in eqn.outvars if not _connectivity.carries_gradient(v)]
         return Cut(name, source, f"to {avals[0].dtype}")
-    if name == "custom_vjp_call":  # one whose backward pass raises: a py_func without grad
+    if _jax.kind(eqn) is Kind.CUSTOM_VJP:  # its backward pass raises: a py_func without grad
         return Cut("py_func", source, "without grad")
     if name == "integer_pow":
         return Cut(name, source, "with exponent 0")
     return Cut(name, source)
 
 
-def _user_line(eqn: core.JaxprEqn) -> str | None:
+def _user_line(eqn: _jax.Eqn) -> str | None:
     """``"file.py:LINE"`` of the first frame of ``eqn``'s traceback in the user's code."""
-    traceback = eqn.source_info.traceback
-    frames: list[Any] = traceback.frames if traceback is not None else []
-    for frame in frames:
-        if _is_user_file(frame.file_name):
-            return f"{os.path.basename(frame.file_name)}:{frame.line_num}"
+    for file_name, line in _jax.source_frames(eqn):
+        if _is_user_file(file_name):
+            return f"{os.path.basename(file_name)}:{line}"
     return None
 
 
@@ -287,17 +286,15 @@ def _is_user_file(name: str) -> bool:
     return name.startswith(_INSTALLED) or not name.startswith(_STDLIB)
 
 
-def _program_order(jaxpr: core.Jaxpr) -> dict[int, int]:
+def _program_order(jaxpr: _jax.Jaxpr) -> dict[int, int]:
     """Each equation's place in a pre-order walk of ``jaxpr`` and its sub-jaxprs, by id."""
     order: dict[int, int] = {}
 
-    def walk(j: core.Jaxpr) -> None:
+    def walk(j: _jax.Jaxpr) -> None:
         for eqn in j.eqns:
             order.setdefault(id(eqn), len(order))
-            for param in eqn.params.values():
-                for sub in param if isinstance(param, tuple | list) else (param,):
-                    if isinstance(sub, core.Jaxpr | core.ClosedJaxpr):
-                        walk(_connectivity.open_jaxpr(sub))
+            for sub in _jax.sub_jaxprs(eqn):
+                walk(sub)
 
     walk(jaxpr)
     return order

@@ -18,6 +18,7 @@ from typing import Unpack
 import jax
 import jax.numpy as jnp
 
+from funcgrad import _checks
 from funcgrad._core import connectivity as _connectivity
 from funcgrad._core import differentiate as _differentiate
 from funcgrad._core import sparse_reads as _sparse_reads
@@ -119,7 +120,9 @@ def _gradients(
     stop_gradients: str | Sequence[str] | None = (),
     has_aux: bool = False,
     indexed_slices: bool = False,
+    **tensorflow_only: Any,
 ) -> tuple[_differentiate.Result, Any]:
+    _checks.refuse_keywords(caller, tensorflow_only, caller)
     _check_callable(caller, f)
     mode = _differentiate.unconnected_mode(caller, unconnected_gradients)
     stop = _taps.as_names(caller, "stop_gradients", stop_gradients, none=True)
@@ -156,6 +159,7 @@ def gradients(
     stop_gradients: str | Sequence[str] | None = (),
     has_aux: bool = False,
     indexed_slices: bool = False,
+    **tensorflow_only: Any,
 ) -> Any:
     """The gradient of the sum of ``f``'s outputs with respect to ``xs`` (``tf.gradients``).
 
@@ -185,6 +189,10 @@ def gradients(
         id, duplicates kept, several lookups concatenated.  Default ``False``: dense
         gradients, as ``jax.grad`` gives.  (See the "Embeddings and sparse gradients"
         page.)
+      **tensorflow_only: none is taken.  ``tf.gradients``' ``gate_gradients``,
+        ``aggregation_method``, ``colocate_gradients_with_ops`` and ``name`` choose how
+        TensorFlow builds and runs its graph, never the numbers: each is a ``TypeError``
+        that says why and to drop it.
 
     Returns:
       The gradients (a list when ``xs`` is a list or tuple), or ``(grads, aux)``.
@@ -193,8 +201,9 @@ def gradients(
       ValueError: ``xs`` is empty, ``grad_ys`` does not match the outputs,
         ``unconnected_gradients`` is not ``"none"`` or ``"zero"``, or (with
         ``indexed_slices``, outside ``jax.jit``) a gathered id lies outside its table.
-      TypeError: ``f`` is not callable, or a leaf of ``xs`` or of ``f``'s outputs is
-        not an array (``f`` returning ``None`` included).
+      TypeError: ``f`` is not callable, a leaf of ``xs`` or of ``f``'s outputs is
+        not an array (``f`` returning ``None`` included), or a keyword argument is not
+        taken (TensorFlow's graph arguments among them).
       KeyError: ``stop_gradients`` names a tap ``f`` does not have.
 
     Example:
@@ -218,6 +227,7 @@ def gradients(
         stop_gradients=stop_gradients,
         has_aux=has_aux,
         indexed_slices=indexed_slices,
+        **tensorflow_only,
     )
     return (grads, result.aux) if has_aux else grads
 

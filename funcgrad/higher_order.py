@@ -28,12 +28,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax.experimental import jet
-from jax.extend import core
 
 from funcgrad import _checks
 from funcgrad._core import connectivity as _connectivity
 from funcgrad._core import derivative_modes as _derivative_modes
 from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import jax_internals as _jax
 from funcgrad._types import ArrayLike
 from funcgrad._types import UnconnectedGradients
 from funcgrad._types import replace_at
@@ -61,7 +61,7 @@ class _Point:
 
     def reach(self) -> list[list[bool]]:
         """For each gradient leaf: which of the ``wrt`` leaves it depends on."""
-        jaxpr = jax.make_jaxpr(self.grads)(*self.primals).jaxpr
+        jaxpr = _jax.trace(self.grads, *self.primals).jaxpr
         n = len(jaxpr.outvars)
         return [_connectivity.connected_inputs(jaxpr, [i == k for i in range(n)]) for k in range(n)]
 
@@ -80,7 +80,7 @@ def _point(caller: str, f: Callable[..., Any], xs: Any) -> _Point:
         flat = jax.tree.leaves(list(out) if multi else [out])
         return [flat[i] for i in wrt]
 
-    closed = jax.make_jaxpr(lambda *a: f(*jax.tree.unflatten(tree, a)))(*leaves)
+    closed = _jax.trace(lambda *a: f(*jax.tree.unflatten(tree, a)), *leaves)
     return _Point(multi, tree, leaves, wrt, grads, _derivative_modes.has_custom_vjp(closed.jaxpr))
 
 
@@ -229,7 +229,7 @@ def _check_vectors(caller: str, point: _Point, vs: Any) -> list[jax.Array]:
 # --- nth_derivative: Taylor mode, or nested grad where jet cannot go ---------------------
 
 
-def _check_elementwise(caller: str, closed: core.ClosedJaxpr, x: jax.Array) -> None:
+def _check_elementwise(caller: str, closed: _jax.Closed, x: jax.Array) -> None:
     mixers = _derivative_modes.elementwise_mixers(closed.jaxpr, x.shape)
     if mixers:
         raise ValueError(
@@ -241,7 +241,7 @@ def _check_elementwise(caller: str, closed: core.ClosedJaxpr, x: jax.Array) -> N
         )
 
 
-def _taylor(closed: core.ClosedJaxpr, n: int, x: jax.Array) -> jax.Array:
+def _taylor(closed: _jax.Closed, n: int, x: jax.Array) -> jax.Array:
     """The n-th Taylor coefficient of ``f(x + t)`` in ``t``, times ``n!``.
 
     ``jet``'s default series are factorial-scaled (the k-th term is the k-th derivative),
@@ -249,7 +249,7 @@ def _taylor(closed: core.ClosedJaxpr, n: int, x: jax.Array) -> jax.Array:
     (40319.84 for 8!).  So the coefficients are taken unscaled and ``n!`` applied exactly.
     """
     series = [jnp.ones_like(x)] + [jnp.zeros_like(x)] * (n - 1)
-    _, [terms] = jet.jet(core.jaxpr_as_fun(closed), (x,), (series,), factorial_scaled=False)
+    _, [terms] = jet.jet(closed, (x,), (series,), factorial_scaled=False)
     return terms[-1] * float(math.factorial(n))
 
 
@@ -324,7 +324,7 @@ def nth_derivative(f: Callable[..., jax.Array], n: int) -> Callable[..., jax.Arr
     @functools.wraps(f)
     def derivative(x: ArrayLike) -> jax.Array:
         x = _check_point(caller, x)
-        closed, out = jax.make_jaxpr(f, return_shape=True)(x)
+        closed, out = _jax.trace_with_shape(f, x)
         if not isinstance(out, jax.ShapeDtypeStruct) or (out.shape, out.dtype.kind) != (
             x.shape,
             "f",

@@ -27,11 +27,10 @@ import jax.numpy as jnp
 from jax import dtypes
 from jax import lax
 from jax.custom_derivatives import SymbolicZero
-from jax.extend import core
-from jax.extend.core import primitives
 
 from funcgrad import _checks
 from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import op_gradients as _op_gradients
 from funcgrad._core import rewrite as _rewrite
 from funcgrad._core import tf_gradients as _tf_gradients
@@ -360,17 +359,15 @@ def _staged(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
     def forward(*xs: Any) -> tuple[PyTree, list[Any]]:
         y, grad_fn = split(xs)
         dy = jax.tree.map(lambda v: jax.ShapeDtypeStruct(jnp.shape(v), jnp.result_type(v)), y)
-        closed, shape = jax.make_jaxpr(
-            lambda dy: _gradient(caller, grad_fn, dy, args), return_shape=True
-        )(dy)
-        backward.update(jaxpr=closed.jaxpr, tree=jax.tree.structure(shape), dy=dy)
+        closed, shape = _jax.trace_with_shape(lambda dy: _gradient(caller, grad_fn, dy, args), dy)
+        backward.update(gradient=closed.jaxpr, tree=jax.tree.structure(shape), dy=dy)
         return y, list(closed.consts)
 
-    closed, (y_shape, _) = jax.make_jaxpr(forward, return_shape=True)(*args)
+    closed, (y_shape, _) = _jax.trace_with_shape(forward, *args)
     n_y, y_tree = len(jax.tree.leaves(y_shape)), jax.tree.structure(y_shape)
 
     def run(xs: tuple[Any, ...], captured: list[Any]) -> tuple[PyTree, list[Any]]:
-        outs = core.jaxpr_as_fun(core.ClosedJaxpr(closed.jaxpr, captured))(*jax.tree.leaves(xs))
+        outs = _jax.Closed(closed.jaxpr, tuple(captured))(*jax.tree.leaves(xs))
         return jax.tree.unflatten(y_tree, outs[:n_y]), outs[n_y:]
 
     @jax.custom_vjp
@@ -393,7 +390,7 @@ def _staged(caller: str, split: _Split, args: tuple[Any, ...]) -> PyTree:
             else d
             for d, s in zip(jax.tree.leaves(dy), jax.tree.leaves(backward["dy"]), strict=True)
         ]
-        outs = core.jaxpr_as_fun(core.ClosedJaxpr(backward["jaxpr"], residuals))(*dy_leaves)
+        outs = _jax.Closed(backward["gradient"], tuple(residuals))(*dy_leaves)
         got = jax.tree.unflatten(backward["tree"], outs)
         return tuple(_differentiate.input_cotangents(caller, got, args, bare=True)), None
 
@@ -432,6 +429,7 @@ TF_OP_NAMES: Mapping[str, str] = {
     "Abs": "abs",
     "Add": "add",
     "AddV2": "add",
+    "Atan2": "atan2",
     "Atanh": "atanh",
     "Cast": "convert_element_type",
     "Ceil": "ceil",
@@ -481,8 +479,7 @@ TF_OP_NAMES: Mapping[str, str] = {
 
 @functools.cache
 def _jax_names() -> frozenset[str]:
-    found = {p.name for p in vars(primitives).values() if isinstance(p, core.Primitive)}
-    return frozenset(found - _rewrite.STRUCTURAL) | _rewrite.NAMED_FUNCTIONS
+    return _jax.first_order_primitive_names() | _rewrite.NAMED_FUNCTIONS
 
 
 def _rules(caller: str, mapping: Any) -> dict[str, tuple[str, GradientFunction]]:

@@ -53,11 +53,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
-from jax.extend.core import get_opaque_trace_state
 
 from funcgrad._core import connectivity as _connectivity
 from funcgrad._core import differentiate as _differentiate
 from funcgrad._core import host_errors as _host_errors
+from funcgrad._core import jax_internals as _jax
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
 from funcgrad._types import is_array
@@ -112,9 +112,7 @@ class _DropPyFuncLogs(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], PyFuncError))
 
 
-logging.getLogger("jax._src.callback").addFilter(_DropPyFuncLogs())
-#: The trace state at the top level, where nothing is traced and ``func`` runs directly.
-_TOP_LEVEL = get_opaque_trace_state()
+logging.getLogger(_jax.CALLBACK_LOGGER).addFilter(_DropPyFuncLogs())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,9 +265,7 @@ def _results(host: _Host) -> tuple[jax.ShapeDtypeStruct, ...]:
 
 def _traced(inputs: Sequence[jax.Array]) -> bool:
     """Whether ``py_func`` is being traced: inside a transformation, or on a tracer."""
-    return get_opaque_trace_state() != _TOP_LEVEL or any(
-        isinstance(x, jax.core.Tracer) for x in inputs
-    )
+    return _jax.is_tracing() or any(isinstance(x, jax.core.Tracer) for x in inputs)
 
 
 def _callback(

@@ -39,6 +39,7 @@ import numpy as np
 from funcgrad import _checks
 from funcgrad._core import derivative_modes as _derivative_modes
 from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import jax_internals as _jax
 from funcgrad._types import is_array
 from funcgrad._types import replace_at
 from funcgrad.gradients import gradients
@@ -465,9 +466,7 @@ def check_gradients(
         for name, v in (("atol", atol), ("rtol", rtol), ("eps", eps))
     )
     func = _function(caller, f, xs)
-    if "fwd" in modes and _derivative_modes.has_custom_vjp(
-        jax.make_jaxpr(func.fun)(*func.point).jaxpr
-    ):
+    if "fwd" in modes and _derivative_modes.has_custom_vjp(_jax.trace(func.fun, *func.point).jaxpr):
         raise ValueError(
             f"{caller}: modes has 'fwd', but f holds a jax.custom_vjp (fg.custom_gradient, "
             "fg.gradient_override_map or fg.py_func build one), which forward mode cannot "

@@ -115,6 +115,14 @@ SCRIPTS = {
 }
 
 
+def test_bench_sparse_compares_a_lookup_over_shards_on_tiny_sizes() -> None:
+    stdout = _run(
+        "bench_sparse.py", "--shards", "4", "--rows", "1000", "--ids", "64", "--steps", "2",
+        "--repeats", "1",
+    )  # fmt: skip
+    assert "| Momentum step: one array in 4 parts, fg.nn.embedding_lookup" in stdout
+
+
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_benchmark_script_runs_on_tiny_sizes(script: str) -> None:
     args, expected = SCRIPTS[script]

@@ -415,6 +415,19 @@ class TestBadInput:
         with pytest.raises(ValueError, match="xs is empty"):
             fg.gradients(lambda: 1.0, [])
 
+    @pytest.mark.parametrize("gradients", [fg.gradients, fg.value_and_gradients])
+    def test_tensorflows_graph_arguments_are_refused_with_the_reason(self, gradients):
+        """TF1 code passes them to tf.gradients; they were a bare "unexpected keyword"."""
+        with pytest.raises(
+            TypeError,
+            match=r"aggregation_method= is TensorFlow's argument and is not taken: it chooses "
+            r"how TensorFlow adds gradients, and XLA adds them; gate_gradients= is "
+            r"TensorFlow's argument .* XLA schedules the whole step; drop it: fg\.",
+        ):
+            gradients(lambda a: a, F32(1.0), aggregation_method=None, gate_gradients=True)
+        with pytest.raises(TypeError, match=r"it takes no keyword argument 'grads_ys'; drop it"):
+            gradients(lambda a: a, F32(1.0), grads_ys=F32(1.0))
+
     def test_bad_unconnected_gradients(self):
         with pytest.raises(ValueError, match=r"one of \['none', 'zero'\]"):
             fg.gradients(lambda a: a, F32(1.0), unconnected_gradients="zeros")

@@ -291,6 +291,9 @@ FUNCTIONS = [
     pytest.param(jnp.tanh, id="tanh"),
     pytest.param(jax.nn.sigmoid, id="logistic"),
     pytest.param(lambda x: 3.0 * x**7 - 2.0 * x**4 + x - 1.0, id="polynomial"),
+    # primitives of their own on JAX 0.12 (log2, polynomial)
+    pytest.param(lambda x: jnp.log2(x + 2.0), id="log2"),
+    pytest.param(lambda x: jnp.polyval(jnp.array([3.0, -2.0, 1.0]), x), id="polyval"),
 ]
 
 

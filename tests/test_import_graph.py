@@ -14,11 +14,6 @@ from pathlib import Path
 import funcgrad
 
 ROOT = Path(funcgrad.__file__).parent
-#: Circles the package has that are not this suite's to break; each must still be found
-#: (remove it here once it is gone).
-KNOWN_CIRCLES = [
-    {"funcgrad.train.checkpoints._tf_bundle", "funcgrad.train.checkpoints._tf_slices"},
-]
 
 
 def _module(path: Path) -> str:
@@ -80,11 +75,8 @@ def _circles() -> list[set[str]]:
 
 
 def test_no_module_imports_itself_back() -> None:
-    circles = _circles()
-    unknown = [sorted(c) for c in circles if c not in KNOWN_CIRCLES]
-    assert not unknown, f"import circles: {unknown}"
-    gone = [sorted(c) for c in KNOWN_CIRCLES if c not in circles]
-    assert not gone, f"no longer circles, remove them from KNOWN_CIRCLES: {gone}"
+    circles = [sorted(c) for c in _circles()]
+    assert not circles, f"import circles: {circles}"
 
 
 def test_the_optimizers_import_nothing_of_the_wrappers_or_the_checkpoints() -> None:

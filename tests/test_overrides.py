@@ -550,9 +550,18 @@ def test_nested_custom_gradients_in_a_jitted_second_order_step() -> None:
     plain = expected = p
     for _ in range(3):
         p, plain, expected = jitted(p, x), step(plain, x), reference(expected, x)
-        # jit fuses what runs op by op unjitted: a few float32 roundings apart per step.
-        chex.assert_trees_all_close(p, plain, rtol=1e-5, atol=1e-5)
-        chex.assert_trees_all_close(plain, expected, rtol=1e-5, atol=1e-5)
+        # jit fuses what runs op by op unjitted, and the custom gradients round otherwise
+        # than JAX's rules: a few float32 roundings per step of the largest term of each
+        # parameter (the R1 penalty's steps take b1's entries from 0 to about 100)
+        _assert_close_to_scale(p, plain)
+        _assert_close_to_scale(plain, expected)
+
+
+def _assert_close_to_scale(got: dict, want: dict) -> None:
+    """Each parameter within 1e-5 of its own largest entry (about 80 float32 ulps)."""
+    for name in want:
+        scale = float(np.abs(want[name]).max())
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5 * scale)
 
 
 def _scaled_by_a_constant(x):

@@ -460,21 +460,59 @@ def test_checksums_compile_nothing(tmp_path, caplog):
     assert not [r for r in caplog.records if "ompil" in r.getMessage()]
 
 
-def test_a_leaf_spread_over_hosts_is_summed_on_its_devices(tmp_path, monkeypatch):
-    """A leaf no process can read whole gets the sums computed where it is; a record
-    holding both kinds verifies each leaf by its own."""
-    from funcgrad.train.checkpoints import orbax as checkpoint
+def test_a_record_of_both_kinds_checks_each_leaf_by_its_own():
+    """A step of an earlier version may hold sums for some leaves, CRCs for others."""
+    from funcgrad.train.checkpoints import _leaf_checksums as sums
 
-    state = train(initial_state(), 1)
-    whole_here = checkpoint._whole_here
-    spread = state.params["w"]
-    monkeypatch.setattr(checkpoint, "_whole_here", lambda x: x is not spread and whole_here(x))
-    with fg.train.Checkpointer(tmp_path) as ckpt:
-        ckpt.save(state)
-        record = ckpt._manager.metadata(1).custom_metadata["funcgrad_leaves"]
-        chex.assert_trees_all_equal(ckpt.restore(initial_state()), state)
-    kinds = {entry[0]: type(entry[3]) for entry in record}
-    assert kinds.pop("params/w") is list and set(kinds.values()) == {int}
+    leaves = [jnp.arange(6.0), jnp.ones((2, 3), jnp.int32), jnp.arange(4.0)]
+    crc = sums.record("save", ["a", "b", "c"], leaves)
+    older = [np.asarray(s).tolist() for s in sums._sums(leaves)]
+    assert sums.damaged([crc[0], older[1], older[2]], leaves) == []
+    assert sums.damaged([crc[0] ^ 1, older[1], [older[2][0] ^ 1, older[2][1]]], leaves) == [0, 2]
+
+
+@pytest.mark.parametrize(
+    ("shape", "mesh", "spec"),
+    [
+        pytest.param((16, 3), (8,), ("a",), id="rows"),
+        pytest.param((3, 16), (8,), (None, "a"), id="columns"),
+        pytest.param((8, 6), (4, 2), ("a", "b"), id="blocks"),
+        pytest.param((4, 6, 8), (2, 4), (None, "a", "b"), id="inner_blocks"),
+        pytest.param((6, 4), (2, 4), ("a",), id="replicated_on_b"),
+        pytest.param((5,), (8,), (), id="replicated"),
+    ],
+)
+def test_the_shares_of_a_sharded_leafs_boxes_make_its_crc(shape, mesh, spec):
+    """Each process checks the boxes it holds: their shares, put together, are the CRC of
+    the whole leaf, whatever the layout (here the 8 devices stand for the processes)."""
+    from funcgrad.train.checkpoints import _crc32c
+    from funcgrad.train.checkpoints import _leaf_checksums as sums
+    from funcgrad.train.checkpoints import _processes
+
+    names = ("a", "b")[: len(mesh)]
+    sharding = jax.sharding.NamedSharding(
+        jax.make_mesh(mesh, names), jax.sharding.PartitionSpec(*spec)
+    )
+    value = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    leaf = jax.device_put(value, sharding)
+    register = 0
+    for box, data in _processes.local(leaf):
+        register ^= sums._share(shape, box, np.asarray(data))
+    assert _crc32c.finish(register, value.nbytes) == _crc32c.crc32c(value)
+
+
+def test_the_shares_of_boxes_with_rows_too_long_to_pad(monkeypatch):
+    from funcgrad.train.checkpoints import _crc32c
+    from funcgrad.train.checkpoints import _leaf_checksums as sums
+
+    monkeypatch.setattr(sums, "_CHUNK", 16)  # a row of 24 bytes: each run fed on its own
+    value = np.arange(36, dtype=np.float32).reshape(6, 6)
+    register = 0
+    for box in (((0, 6), (0, 2)), ((0, 6), (2, 6))):
+        register ^= sums._share(
+            value.shape, box, value[box[0][0] : box[0][1], box[1][0] : box[1][1]]
+        )
+    assert _crc32c.finish(register, value.nbytes) == _crc32c.crc32c(value)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32, jnp.uint8])
@@ -482,16 +520,16 @@ def test_the_older_checksum_sees_where_each_element_is(dtype):
     """The same elements in another order are other data: a checksum that summed the
     elements' mixes without their positions would restore a permuted array silently
     (the record of steps saved before the CRC-32C one, still verified)."""
-    from funcgrad.train.checkpoints import orbax as checkpoint
+    from funcgrad.train.checkpoints._leaf_checksums import _sums
 
     a = jnp.arange(16).astype(dtype)
     swapped = a.at[jnp.array([3, 4])].set(a[jnp.array([4, 3])])
     square = a.reshape(4, 4)
     sums = [
         tuple(np.asarray(s).tolist())
-        for s in checkpoint._checksums([a, a[::-1], swapped, square, square.T.reshape(4, 4)])
+        for s in _sums([a, a[::-1], swapped, square, square.T.reshape(4, 4)])
     ]
-    assert sums[0] == tuple(np.asarray(checkpoint._checksums([a + 0])[0]).tolist())  # stable
+    assert sums[0] == tuple(np.asarray(_sums([a + 0])[0]).tolist())  # stable
     assert len({sums[0], sums[1], sums[2]}) == 3
     assert sums[3] == sums[0]  # one shape or another, the same bits in the same order
     assert sums[4] != sums[3]  # the transpose moves elements

@@ -1,10 +1,13 @@
 """CRC-32C against published test vectors, the textbook bit-by-bit definition, and
 ``google-crc32c`` (the hardware CRC the checkpoints use) against our NumPy reference."""
 
+import itertools
+
 import google_crc32c
 import numpy as np
 import pytest
 
+from funcgrad.train.checkpoints import _crc32c
 from funcgrad.train.checkpoints._crc32c import crc32c
 from funcgrad.train.checkpoints._crc32c import mask
 from funcgrad.train.checkpoints._crc32c import numpy_crc32c
@@ -59,3 +62,17 @@ def test_arrays_of_any_dtype_are_their_bytes() -> None:
     for dtype in (np.float32, np.int64, np.bool_, np.float16):
         array = _rng.integers(0, 2, (3, 5)).astype(dtype)
         assert crc32c(array) == numpy_crc32c(array.tobytes()) == crc32c(array.tobytes())
+
+
+@pytest.mark.parametrize("cuts", [(), (0,), (1, 7), (100, 101, 4000), (5000,)])
+def test_the_crc_of_a_message_from_the_registers_of_its_parts(cuts) -> None:
+    message = np.random.default_rng(3).integers(0, 256, 5000, dtype=np.uint8)
+    edges = [0, *cuts, message.size]
+    register = 0
+    for start, stop in itertools.pairwise(edges):
+        register ^= _crc32c.shift(_crc32c.raw(message[start:stop]), message.size - stop)
+    assert _crc32c.finish(register, message.size) == _crc32c.crc32c(message)
+    masked = message.copy()
+    masked[100:4000] = 0  # a part's register: the message's with every other byte zero
+    part = _crc32c.raw(masked)
+    assert part == _crc32c.shift(_crc32c.raw(message[:100]), 4900) ^ _crc32c.raw(message[4000:])

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from funcgrad.train.checkpoints import _tf_bundle as tb
+from funcgrad.train.checkpoints import _tf_job as tj
+from funcgrad.train.checkpoints import _tf_proto as tp
 from funcgrad.train.checkpoints._crc32c import crc32c
 from funcgrad.train.checkpoints._crc32c import mask
 
@@ -64,7 +66,7 @@ def _assert_same(reader: tb.BundleReader, values: dict) -> None:
 @pytest.fixture
 def saved(tmp_path) -> str:
     prefix = str(tmp_path / "model.ckpt")
-    tb.write_bundle(prefix, _values())
+    tj.write_bundle(prefix, _values())
     return prefix
 
 
@@ -77,7 +79,7 @@ def test_round_trip_of_an_index_of_several_blocks(tmp_path) -> None:
         f"v{i:05d}/" + "x" * 40: np.float32(i) * np.ones(i % 3, np.float32) for i in range(7000)
     }
     prefix = str(tmp_path / "many")
-    tb.write_bundle(prefix, values)
+    tj.write_bundle(prefix, values)
     assert os.path.getsize(prefix + ".index") > 262144  # more than one data block
     _assert_same(tb.BundleReader(prefix), values)
 
@@ -86,7 +88,7 @@ def test_values_given_as_functions_are_made_one_at_a_time_as_written(tmp_path, m
     """A save copies a state to the host one tensor at a time: each value is made only
     after the one before it has been written."""
     values, events = _values(), []
-    temporary = tb._tf_files.temporary
+    temporary = tj._tf_files.temporary
 
     def recorded(path, pieces):
         def each():
@@ -96,17 +98,17 @@ def test_values_given_as_functions_are_made_one_at_a_time_as_written(tmp_path, m
 
         return temporary(path, each())
 
-    monkeypatch.setattr(tb._tf_files, "temporary", recorded)
+    monkeypatch.setattr(tj._tf_files, "temporary", recorded)
 
-    def maker(name: str):
-        return lambda: events.append(name) or values[name]
+    def maker(name: str) -> tj.Tensor:
+        return tj.Tensor(values[name], lambda: events.append(name) or values[name])
 
     prefix = str(tmp_path / "model.ckpt")
-    tb.write_bundle(prefix, {name: maker(name) for name in values})
+    tj.write_bundle(prefix, {name: maker(name) for name in values})
     _assert_same(tb.BundleReader(prefix), values)
     assert events == [e for name in sorted(values) for e in (name, "written")] + ["written"]
     reference = str(tmp_path / "reference")
-    tb.write_bundle(reference, values)
+    tj.write_bundle(reference, values)
     for suffix in (".index", DATA):
         assert Path(prefix + suffix).read_bytes() == Path(reference + suffix).read_bytes()
 
@@ -129,7 +131,7 @@ def test_a_large_tensor_is_read_into_mapped_memory_a_cpu_device_can_take_over(tm
 
     big = np.random.default_rng(2).standard_normal((1 << 19) + 3).astype(np.float32)  # 2 MiB
     prefix = str(tmp_path / "big")
-    tb.write_bundle(prefix, {"big": big, "small": big[:5]})
+    tj.write_bundle(prefix, {"big": big, "small": big[:5]})
     value = tb.BundleReader(prefix).read("big")
     np.testing.assert_array_equal(value, big)
     assert value.ctypes.data % 4096 == 0 and value.flags.writeable
@@ -151,7 +153,7 @@ def test_write_leaves_only_the_checkpoint(saved, tmp_path) -> None:
 def test_latest_checkpoint(tmp_path) -> None:
     directory = tmp_path / 'dir "q" é'
     prefix = str(directory / "model.ckpt-7")
-    tb.write_bundle(prefix, {"a": np.ones(2)})
+    tj.write_bundle(prefix, {"a": np.ones(2)})
     assert tb.latest_checkpoint("caller", str(directory)) is None
     tb.write_checkpoint_state(prefix)
     assert tb.latest_checkpoint("caller", str(directory)) == prefix
@@ -194,7 +196,7 @@ def test_every_truncation_of_the_index(saved) -> None:
 
 def _footer(index: bytes) -> tuple[tuple[int, int], tuple[int, int], int]:
     """The metaindex and index block handles of a table, and where its padding starts."""
-    cursor = tb._Cursor(index, "footer", pos=len(index) - 48)
+    cursor = tp.Cursor(index, "footer", pos=len(index) - 48)
     meta, block = (cursor.varint(), cursor.varint()), (cursor.varint(), cursor.varint())
     return meta, block, cursor.pos
 
@@ -252,7 +254,7 @@ def test_tensorflows_own_files_are_read_and_written_byte_for_byte(tmp_path) -> N
     Path(prefix + ".index").write_bytes(TF_INDEX)
     Path(prefix + DATA).write_bytes(TF_DATA)
     _assert_same(tb.BundleReader(prefix), TF_VALUES)
-    tb.write_bundle(str(tmp_path / "fg"), TF_VALUES)
+    tj.write_bundle(str(tmp_path / "fg"), TF_VALUES)
     assert (tmp_path / "fg.index").read_bytes() == TF_INDEX
     assert (tmp_path / f"fg{DATA}").read_bytes() == TF_DATA
 
@@ -282,16 +284,16 @@ def test_damaged_data(saved) -> None:
         reader.read("W")
 
 
-def _index(prefix: str, header: bytes, entries: dict[str, tb.Entry]) -> None:
+def _index(prefix: str, header: bytes, entries: dict[str, tp.Entry]) -> None:
     """An index of these entries (a sliced one gets one slice, TensorFlow's field 7)."""
     pairs = [(b"", header)] + [
-        (k.encode(), e.encode() + (tb._put_bytes(7, b"") if e.sliced else b""))
+        (k.encode(), e.encode() + (tp.put_bytes(7, b"") if e.sliced else b""))
         for k, e in sorted(entries.items())
     ]
     Path(prefix + ".index").write_bytes(tb._build_table(pairs))
 
 
-_HEADER = tb._put_int(1, 1) + tb._put_bytes(3, tb._put_int(1, 1))
+_HEADER = tp.put_int(1, 1) + tp.put_bytes(3, tp.put_int(1, 1))
 
 
 @pytest.mark.parametrize(
@@ -301,8 +303,8 @@ _HEADER = tb._put_int(1, 1) + tb._put_bytes(3, tb._put_int(1, 1))
 )
 def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, shape, size) -> None:
     prefix = str(tmp_path / "evil")
-    tb.write_bundle(prefix, {"x": np.zeros(1, np.float32)})
-    _index(prefix, _HEADER, {"x": tb.Entry(1, shape, 0, 0, size, 0, False)})
+    tj.write_bundle(prefix, {"x": np.zeros(1, np.float32)})
+    _index(prefix, _HEADER, {"x": tp.Entry(1, shape, 0, 0, size, 0, False)})
     with pytest.raises(
         tb.CheckpointFormatError, match=rf"(does not fit its shape or the shards|ends at 4){FIX}"
     ):
@@ -311,8 +313,8 @@ def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, shape, size) -
 
 def test_an_offset_past_any_file_says_so(tmp_path) -> None:
     prefix = str(tmp_path / "evil")
-    tb.write_bundle(prefix, {"x": np.zeros(2, np.float32)})
-    _index(prefix, _HEADER, {"x": tb.Entry(1, (2,), 0, 2**63 - 1, 8, 0, False)})
+    tj.write_bundle(prefix, {"x": np.zeros(2, np.float32)})
+    _index(prefix, _HEADER, {"x": tp.Entry(1, (2,), 0, 2**63 - 1, 8, 0, False)})
     with pytest.raises(
         tb.CheckpointFormatError,
         match=rf"{DATA}: 'x' is bytes 9223372036854775807..9223372036854775815, but it ends "
@@ -324,9 +326,9 @@ def test_an_offset_past_any_file_says_so(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("header", "match"),
     [
-        (tb._put_int(1, 1) + tb._put_bytes(3, tb._put_int(2, 99)), "format version"),
-        (tb._put_int(1, 1) + tb._put_int(2, 1), "big-endian"),
-        (tb._put_bytes(3, tb._put_int(1, 1)), "0 shards"),
+        (tp.put_int(1, 1) + tp.put_bytes(3, tp.put_int(2, 99)), "format version"),
+        (tp.put_int(1, 1) + tp.put_int(2, 1), "big-endian"),
+        (tp.put_bytes(3, tp.put_int(1, 1)), "0 shards"),
     ],
     ids=["future_version", "big_endian", "no_shards"],
 )
@@ -339,13 +341,13 @@ def test_headers_refused(tmp_path, header: bytes, match: str) -> None:
 @pytest.mark.parametrize(
     ("entry", "match"),
     [
-        (tb.Entry(7, (2,), 0, 0, 8, 0, False), "non-numeric tensor"),
+        (tp.Entry(7, (2,), 0, 0, 8, 0, False), "non-numeric tensor"),
         # a partitioned variable's entry (field 7) whose slices are missing
-        (tb.Entry(1, (2,), 0, 0, 0, 0, True), "its slices cover 0 of its 2 values"),
+        (tp.Entry(1, (2,), 0, 0, 0, 0, True), "its slices cover 0 of its 2 values"),
     ],
     ids=["string", "partitioned_without_slices"],
 )
-def test_tensors_funcgrad_does_not_read(tmp_path, entry: tb.Entry, match: str) -> None:
+def test_tensors_funcgrad_does_not_read(tmp_path, entry: tp.Entry, match: str) -> None:
     _index(str(tmp_path / "x"), _HEADER, {"s": entry})
     with pytest.raises(tb.CheckpointFormatError, match=match):
         tb.BundleReader(str(tmp_path / "x")).read("s")
@@ -377,7 +379,7 @@ def _index_block(contents):
         handles = [value for _, value in tb._pairs(memoryview(index[offset : offset + size]), "")]
         block = contents(handles)
         trailer = bytes([0]) + mask(crc32c(block + b"\0")).to_bytes(4, "little")
-        footer = b"".join(tb._varint(n) for n in (*meta, offset, len(block)))
+        footer = b"".join(tp.varint(n) for n in (*meta, offset, len(block)))
         index[offset:] = block + trailer + footer.ljust(40, b"\0") + index[-8:]
 
     return _edit_index(edit)
@@ -392,7 +394,7 @@ def _listing(*handles: bytes) -> bytes:
 
 def _compressed(index: bytearray) -> None:
     _, (offset, size), _ = _footer(bytes(index))
-    data = tb._Cursor(bytes(index[offset : offset + size]), "")
+    data = tp.Cursor(bytes(index[offset : offset + size]), "")
     data.varint(), data.varint(), data.varint()  # the first entry's lengths: 0, 1, handle
     data.take(1)
     start, length = data.varint(), data.varint()
@@ -407,7 +409,7 @@ def _read_everything(prefix: str) -> None:
         reader.read(name)
 
 
-_ENTRY = tb.Entry(1, (2,), 0, 0, 8, 0, False).encode()
+_ENTRY = tp.Entry(1, (2,), 0, 0, 8, 0, False).encode()
 DAMAGES = [
     pytest.param(
         _pairs((b"", _HEADER), (b"x", b"\x08")),
@@ -420,27 +422,27 @@ DAMAGES = [
         id="wire_type",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb._put_bytes(1, b"ab"))),
+        _pairs((b"", _HEADER), (b"x", tp.put_bytes(1, b"ab"))),
         "a number field holds bytes",
         id="bytes_for_a_number",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb._put_int(2, 5))),
+        _pairs((b"", _HEADER), (b"x", tp.put_int(2, 5))),
         "a message field holds a number",
         id="number_for_a_message",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb._put_bytes(2, tb._put_int(3, 1)))),
+        _pairs((b"", _HEADER), (b"x", tp.put_bytes(2, tp.put_int(3, 1)))),
         "a tensor's shape has an unknown rank",
         id="unknown_rank",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb.Entry(1, (2,), 0, -8, 8, 0, False).encode())),
+        _pairs((b"", _HEADER), (b"x", tp.Entry(1, (2,), 0, -8, 8, 0, False).encode())),
         "a negative size, offset or dimension",
         id="negative_offset",
     ),
     pytest.param(
-        _pairs((b"", tb._put_bytes(3, tb._put_int(1, 1)))),
+        _pairs((b"", tp.put_bytes(3, tp.put_int(1, 1)))),
         "the header states 0 shards",
         id="no_shards",
     ),
@@ -461,7 +463,7 @@ DAMAGES = [
         id="compressed_block",
     ),
     pytest.param(
-        _index_block(lambda _: _listing(tb._varint(0) + tb._varint(10**6))),
+        _index_block(lambda _: _listing(tp.varint(0) + tp.varint(10**6))),
         r"a block \(bytes 0..1000005\) runs past the end of the \d+ bytes before the "
         "footer",
         id="block_past_the_end",
@@ -477,7 +479,7 @@ DAMAGES = [
         id="no_restart_points",
     ),
     pytest.param(
-        _pairs((b"", _HEADER), (b"x", tb.Entry(1, (3,), 0, 0, 8, 0, False).encode())),
+        _pairs((b"", _HEADER), (b"x", tp.Entry(1, (3,), 0, 0, 8, 0, False).encode())),
         "'x'\\]: its index entry does not fit its shape or the shards",
         id="entry_not_its_shape",
     ),

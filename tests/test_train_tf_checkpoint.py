@@ -16,6 +16,7 @@ import pytest
 
 import funcgrad as fg
 from funcgrad.train.checkpoints import _tf_bundle
+from funcgrad.train.checkpoints import _tf_job
 from tests.train.optimizers.test_common import OPTIMIZERS
 
 _rng = np.random.default_rng(0)
@@ -283,7 +284,7 @@ def test_global_step_beyond_int32(tmp_path) -> None:
     opt = fg.train.GradientDescentOptimizer(0.1)
     prefix = str(tmp_path / "m")
     tensors = {"W": PARAMS["W"], "layer1/bias": PARAMS["layer1"]["bias"]}
-    _tf_bundle.write_bundle(prefix, {**tensors, "global_step": np.int64(2**40)})
+    _tf_job.write_bundle(prefix, {**tensors, "global_step": np.int64(2**40)})
     _restore_fails(ValueError, "outside int32.*name_map=", prefix, _zeros(opt), opt)
 
 

@@ -22,6 +22,7 @@ import pytest
 import funcgrad as fg
 from funcgrad.train.checkpoints import _tf_bundle
 from funcgrad.train.checkpoints import _tf_files
+from funcgrad.train.checkpoints import _tf_slices as ts
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="FIFOs, /dev/zero and SIGKILL")
 
@@ -285,6 +286,7 @@ def test_a_first_save_killed_between_its_renames_is_no_checkpoint(tmp_path) -> N
     assert [re.sub(r"[0-9a-f]{32}-\d+-[0-9a-f]{8}$", "*", n) for n in _files(tmp_path)] == [
         "model.ckpt" + DATA,
         "model.ckpt.index.tempstate*",
+        "model.ckpt.lock",  # unlocked: the next save takes and removes it
     ]
     with pytest.raises(FileNotFoundError, match=r"model.ckpt.index does not exist\); pass"):
         _restored(prefix)
@@ -353,11 +355,14 @@ def test_a_save_removes_what_killed_saves_of_other_prefixes_left(tmp_path) -> No
             "model.ckpt-1" + DATA,
             "model.ckpt-2" + DATA,
         ]
+        (tmp_path / "notes.lock").write_bytes(b"not a checkpoint's")
         fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt-3"), _state(3.0), OPT)
         left = _temporary(tmp_path)  # the live writer's only
         assert len(left) == 1 and re.fullmatch(
             rf"model.ckpt-1{DATA}\.tempstate\w{{32}}-{live.pid}-\w{{8}}", left[0]
         )
+        locks = [n for n in _files(tmp_path) if n.endswith(".lock")]
+        assert locks == ["model.ckpt-1.lock", "notes.lock"]  # held, and not a save's
     finally:
         for child in (live, killed):
             child.kill()
@@ -365,6 +370,7 @@ def test_a_save_removes_what_killed_saves_of_other_prefixes_left(tmp_path) -> No
             assert child.stdout is not None
             child.stdout.close()
     fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt-4"), _state(4.0), OPT)
+    (tmp_path / "notes.lock").unlink()
     assert _files(tmp_path) == [
         "checkpoint",
         "model.ckpt-3" + DATA,
@@ -468,3 +474,102 @@ def test_a_directory_where_a_file_goes_is_refused_before_writing(tmp_path) -> No
     os.mkdir(tmp_path / "checkpoint")
     with pytest.raises(ValueError, match=rf"^{save}.*checkpoint is a directory where TensorFlow's"):
         fg.train.save_tf_checkpoint(prefix, _state(1.0), OPT)
+
+
+def test_a_directory_named_like_a_dead_writers_temporary_file_is_left_alone(tmp_path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait(timeout=60)
+    name = f"other.ckpt.index.tempstate{'6' * 32}-{gone.pid}-{_tf_files._HOST}"
+    (tmp_path / name).mkdir()
+    fg.train.save_tf_checkpoint(str(tmp_path / "model.ckpt"), _state(1.0), OPT)
+    assert (tmp_path / name).is_dir()
+    np.testing.assert_array_equal(_restored(str(tmp_path / "model.ckpt")), 1.0)
+
+
+# Two programs (not one job) saving one prefix at once: each saves its own values, 400 kB,
+# as fast as it can, from the same instant.
+_RIVAL = """
+import os, sys, time
+import jax.numpy as jnp
+import funcgrad as fg
+
+opt = fg.train.GradientDescentOptimizer(0.1)
+prefix, first, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+states = [opt.init({"W": jnp.full(10**5, first + i, jnp.float32)}) for i in range(40)]
+while not os.path.exists(go):
+    time.sleep(0.001)
+for state in states:
+    fg.train.save_tf_checkpoint(prefix, state, opt)
+"""
+
+
+def test_two_programs_saving_one_prefix_at_once_lose_nothing(tmp_path) -> None:
+    prefix, go = str(tmp_path / "model.ckpt"), tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    rivals = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RIVAL, prefix, str(first), str(go)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for first in (1000, 2000)
+    ]
+    time.sleep(2)
+    go.write_bytes(b"")
+    errors = [rival.communicate(timeout=300)[1] for rival in rivals]
+    assert [rival.returncode for rival in rivals] == [0, 0], [e[-2000:] for e in errors]
+    w = _restored(prefix, 10**5)
+    assert (w == w[0]).all() and w[0] in (1039, 2039), w[:3]  # one program's last, whole
+    assert _files(tmp_path) == ["checkpoint", "go", "model.ckpt" + DATA, "model.ckpt.index"]
+
+
+def _sharded(prefix: str, value: float, shards: int) -> tuple[str, dict[str, str]]:
+    """The temporary index and data files of a checkpoint of W = value in ``shards`` data
+    files, each a slice of W, as a job of that many processes writes them (before the
+    renames)."""
+    parts = ts.partition((1000,), shards)
+    temporaries, entries = {}, [(b"W", ts.full_entry(1, (1000,), parts))]
+    for k, box in enumerate(parts):
+        path = _tf_bundle.data_path(prefix, k, shards)
+        pieces = [(ts.box_key("W", box), np.full(box[0][1] - box[0][0], value, np.float32))]
+        if k == 0:
+            pieces.append((b"global_step", np.int64(7)))
+        temporaries[path], written = _tf_bundle.write_data(path, pieces, k)
+        entries += written
+    table = _tf_bundle.index_table(shards, entries)
+    return _tf_files.temporary(prefix + ".index", [table]), temporaries
+
+
+@pytest.mark.parametrize(("old", "new"), [(2, 2), (1, 2), (2, 3), (3, 1)])
+def test_a_save_of_several_data_files_stopped_after_each_step_leaves_old_or_new(
+    tmp_path, monkeypatch, old, new
+) -> None:
+    """The renames of a job's save (the design note of _tf_files), several data files of
+    any number: stopped after each file operation, a restore gives the old values until
+    the new index is in place, the new ones after; the next save leaves only its files."""
+    prefix = str(tmp_path / "model.ckpt")
+    steps = old + 1 + new + 1  # link each old data file, move the index, rename each new
+    for stop in range(1, steps + 1):
+        shutil.rmtree(tmp_path)
+        tmp_path.mkdir()
+        _tf_files.replace(prefix, *_sharded(prefix, 1.0, old))
+        index, temporaries = _sharded(prefix, 2.0, new)
+        calls = []
+
+        def stopping(real, calls=calls, stop=stop):
+            def call(*args):
+                real(*args)
+                calls.append(args)
+                if len(calls) == stop:
+                    raise KeyboardInterrupt
+
+            return call
+
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "link", stopping(os.link))
+            patched.setattr(os, "replace", stopping(os.replace))
+            with pytest.raises(KeyboardInterrupt):
+                _tf_files.replace(prefix, index, temporaries)
+        np.testing.assert_array_equal(_restored(prefix), 2.0 if stop == steps else 1.0)
+        _save_again_leaves_only_the_checkpoint(prefix)

@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-from jax.extend import core
 
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import rewrite as _rewrite
 
 _SKINNY_SIDE = 16
@@ -45,7 +45,7 @@ _ASPECT = 8
 
 
 def backward(
-    vjp_fn: Callable[[Any], Any], cotangents: Sequence[jax.Array], forward: core.Jaxpr
+    vjp_fn: Callable[[Any], Any], cotangents: Sequence[jax.Array], forward: _jax.Jaxpr
 ) -> Any:
     """``vjp_fn(cotangents)``, with skinny products kept as written on the CPU backend;
     ``forward`` is the jaxpr that ``vjp_fn`` differentiates."""
@@ -57,7 +57,7 @@ def backward(
     def pullback(cts: Sequence[jax.Array]) -> Any:
         return vjp_fn(cts)
 
-    closed, out_tree = jax.make_jaxpr(pullback, return_shape=True)(cotangents)
+    closed, out_tree = _jax.trace_with_shape(pullback, cotangents)
     outs = _rewrite.evaluate(closed.jaxpr, closed.consts, jax.tree.leaves(cotangents), _emit)
     return jax.tree.unflatten(jax.tree.structure(out_tree), outs)
 
@@ -66,21 +66,21 @@ def _is_skinny(shape: tuple[int, ...]) -> bool:
     return len(shape) == 2 and min(shape) <= _SKINNY_SIDE and max(shape) >= _ASPECT * min(shape)
 
 
-def _has_skinny_operand(jaxpr: core.Jaxpr) -> bool:
+def _has_skinny_operand(jaxpr: _jax.Jaxpr) -> bool:
     """Whether a ``dot_general`` of ``jaxpr`` or of a jaxpr inside it has a skinny operand."""
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "dot_general" and any(
             _is_skinny(getattr(v.aval, "shape", ())) for v in eqn.invars
         ):
             return True
-        if any(map(_has_skinny_operand, core.jaxprs_in_params(eqn.params))):
+        if any(map(_has_skinny_operand, _jax.sub_jaxprs(eqn))):
             return True
     return False
 
 
-def _emit(eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
+def _emit(eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
     """Re-emit ``eqn``; a skinny matrix product is followed by a barrier."""
-    outs = _rewrite.bind_equation(eqn, invals)
+    outs = _jax.bind_equation(eqn, invals)
     if eqn.primitive.name == "dot_general" and _is_skinny(
         getattr(eqn.outvars[0].aval, "shape", ())
     ):

@@ -12,10 +12,10 @@ input of the jaxpr is connected when it ends up needed.
 What it follows:
 
 * every first-order primitive, by data dependency (an output depends on all inputs);
-* sub-jaxprs: ``jit`` (``pjit``), ``closed_call``, ``remat``/``checkpoint``,
-  ``shard_map``, one-to-one; ``cond`` as the union over its branches; ``scan`` and
-  ``while`` to a fixed point over the loop carry (the predicate of a ``while`` and the
-  index of a ``cond`` never carry a gradient);
+* sub-jaxprs (read through ``jax_internals``): ``jit``, ``eval_jaxpr``
+  (``closed_call``), ``remat``/``checkpoint``, ``shard_map``, one-to-one; ``cond`` as the
+  union over its branches; ``scan`` and ``while`` to a fixed point over the loop carry
+  (the predicate of a ``while`` and the index of a ``cond`` never carry a gradient);
 * ``custom_jvp_call`` and ``custom_vjp_call`` by plain data dependency through their
   primal jaxpr, without cuts: a custom rule may differentiate straight through a
   ``round`` or ``stop_gradient`` of the primal (a straight-through estimator), so only
@@ -52,8 +52,9 @@ knows, without tracing again, which gathers of a table reach the loss.
 ``sign`` is *not* a cut: TensorFlow registers a zero gradient for ``Sign``, so its
 input stays connected and the gradient is zeros, as there.
 
-What it assumes: an equation with a sub-jaxpr it does not know is conservatively taken
-as connecting every input to every output; erring that way gives zeros where
+What it assumes: an equation with a sub-jaxpr it does not follow (``jax_internals``'
+opaque and unknown kinds) is conservatively taken as connecting every input to every
+output; erring that way gives zeros where
 TensorFlow would give ``None``, never ``None`` where a gradient exists.
 """
 
@@ -67,29 +68,16 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.extend import core
+
+from funcgrad._core import jax_internals as _jax
+from funcgrad._core.jax_internals import Kind
 
 _CUTS = frozenset({"stop_gradient", "floor", "ceil", "round"})
-#: Call-like primitives -> the parameter holding the sub-jaxpr whose inputs and outputs
-#: are the equation's, one to one.
-ONE_TO_ONE = {
-    "jit": "jaxpr",
-    "pjit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "remat2": "jaxpr",
-    "checkpoint": "jaxpr",
-    "shard_map": "jaxpr",
-    "custom_jvp_call": "call_jaxpr",
-    "custom_vjp_call": "call_jaxpr",
-    "custom_vjp_call_jaxpr": "fun_jaxpr",
-}
-_CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 
 
 #: Where a cut is: the equation that cuts, after the call equations (``jit``, ``scan``,
 #: ``cond``, ...) that hold it, outermost first.
-Site = tuple[core.JaxprEqn, ...]
+Site = tuple[_jax.Eqn, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +114,7 @@ class _Pass:
     site: Site = ()
     connected: set[Site] | None = dataclasses.field(default=None, compare=False)
 
-    def inside(self, eqn: core.JaxprEqn, *, custom: bool = False) -> _Pass:
+    def inside(self, eqn: _jax.Eqn, *, custom: bool = False) -> _Pass:
         """The pass inside ``eqn``'s sub-jaxpr (a custom rule's: without cuts)."""
         return _Pass(self.cuts and not custom, self.record, (*self.site, eqn), self.connected)
 
@@ -160,13 +148,12 @@ def not_differentiable(fun: Callable[..., Any], message: str) -> Callable[..., A
     return op
 
 
-def is_cut(eqn: core.JaxprEqn) -> bool:
+def is_cut(eqn: _jax.Eqn) -> bool:
     """Whether ``eqn`` cuts every differentiable path through it (outside custom rules)."""
     name = eqn.primitive.name
     if name in _CUTS or (name == "integer_pow" and eqn.params.get("y") == 0):
         return True
-    bwd = eqn.params.get("bwd") if name == "custom_vjp_call" else None
-    return isinstance(getattr(bwd, "f", None), _RaisingBackward)
+    return isinstance(_jax.custom_vjp_backward(eqn), _RaisingBackward)
 
 
 @functools.cache
@@ -176,7 +163,7 @@ def is_differentiable(dtype: np.dtype) -> bool:
 
 
 def connected_inputs(
-    jaxpr: core.Jaxpr, outputs: Sequence[bool], *, cuts: bool = True
+    jaxpr: _jax.Jaxpr, outputs: Sequence[bool], *, cuts: bool = True
 ) -> list[bool]:
     """For each input of ``jaxpr``: does it reach an output flagged in ``outputs``?
 
@@ -193,7 +180,7 @@ def connected_inputs(
     return [r.connected for r in _backward(jaxpr, start, _Pass(cuts, record=False))]
 
 
-def connected_equations(jaxpr: core.Jaxpr, outputs: Sequence[bool]) -> tuple[list[bool], set[Site]]:
+def connected_equations(jaxpr: _jax.Jaxpr, outputs: Sequence[bool]) -> tuple[list[bool], set[Site]]:
     """:func:`connected_inputs` (with cuts), and the :data:`Site` of each equation, at any
     depth, with an output that reaches an output flagged in ``outputs``.
 
@@ -206,7 +193,7 @@ def connected_equations(jaxpr: core.Jaxpr, outputs: Sequence[bool]) -> tuple[lis
     return [r.connected for r in reach], sites
 
 
-def input_reach(jaxpr: core.Jaxpr, outputs: Sequence[bool]) -> list[Reach]:
+def input_reach(jaxpr: _jax.Jaxpr, outputs: Sequence[bool]) -> list[Reach]:
     """For each input of ``jaxpr``: how it reaches the outputs flagged in ``outputs``.
 
     The same pass as :func:`connected_inputs` (whose answer is each ``.connected``),
@@ -217,21 +204,16 @@ def input_reach(jaxpr: core.Jaxpr, outputs: Sequence[bool]) -> list[Reach]:
     return _backward(jaxpr, start, _Pass(cuts=True, record=True))
 
 
-def carries_gradient(var: core.Var | core.Literal) -> bool:
+def carries_gradient(var: _jax.Var | _jax.Literal) -> bool:
     """Whether a jaxpr variable can carry a gradient (not a literal, dropped or integer)."""
-    if isinstance(var, core.Literal) or type(var).__name__ == "DropVar":
+    if isinstance(var, _jax.Literal) or _jax.is_dropped(var):
         return False
     return is_differentiable(getattr(var.aval, "dtype", np.dtype(bool)))
 
 
-def open_jaxpr(jaxpr: core.Jaxpr | core.ClosedJaxpr) -> core.Jaxpr:
-    """The open jaxpr of a closed one (an open one as it is)."""
-    return jaxpr.jaxpr if isinstance(jaxpr, core.ClosedJaxpr) else jaxpr
-
-
-def _backward(jaxpr: core.Jaxpr, outputs: Sequence[Reach], where: _Pass) -> list[Reach]:
+def _backward(jaxpr: _jax.Jaxpr, outputs: Sequence[Reach], where: _Pass) -> list[Reach]:
     """The one backward pass: each equation passes its outputs' reach to its inputs."""
-    reach: dict[core.Var, Reach] = {}
+    reach: dict[_jax.Var, Reach] = {}
     for var, r in zip(jaxpr.outvars, outputs, strict=True):
         _merge(reach, var, r, where)
     for eqn in reversed(jaxpr.eqns):
@@ -244,8 +226,8 @@ def _backward(jaxpr: core.Jaxpr, outputs: Sequence[Reach], where: _Pass) -> list
     return [reach.get(v, _UNREACHED) for v in jaxpr.invars]
 
 
-def _merge(reach: dict[core.Var, Reach], var: Any, r: Reach, where: _Pass) -> None:
-    if not r.used or isinstance(var, core.Literal):
+def _merge(reach: dict[_jax.Var, Reach], var: Any, r: Reach, where: _Pass) -> None:
+    if not r.used or isinstance(var, _jax.Literal):
         return
     if not carries_gradient(var):  # an integer value is used, never connected
         if not where.record:
@@ -258,30 +240,28 @@ def _merge(reach: dict[core.Var, Reach], var: Any, r: Reach, where: _Pass) -> No
         reach[var] = old | r
 
 
-def _equation_inputs(eqn: core.JaxprEqn, outs: list[Reach], where: _Pass) -> list[Reach]:
+def _equation_inputs(eqn: _jax.Eqn, outs: list[Reach], where: _Pass) -> list[Reach]:
     """How each input of one equation reaches the outputs, given how its outputs do."""
-    name = eqn.primitive.name
-    params = eqn.params
     if where.cuts and is_cut(eqn):
         return _across(eqn, outs, where, cut=True)
-    if name in ONE_TO_ONE and ONE_TO_ONE[name] in params:
-        sub = open_jaxpr(params[ONE_TO_ONE[name]])
-        if len(sub.invars) == len(eqn.invars):
-            return _backward(sub, outs, where.inside(eqn, custom=name in _CUSTOM))
-    if name == "cond":
+    k = _jax.kind(eqn)
+    if k.is_call:
+        body = _jax.call(eqn).body.jaxpr
+        return _backward(body, outs, where.inside(eqn, custom=k.is_custom_rule))
+    if k is Kind.COND:
         operands = [_UNREACHED] * (len(eqn.invars) - 1)
-        for branch in params["branches"]:
-            ins = _backward(open_jaxpr(branch), outs, where.inside(eqn))
+        for branch in _jax.cond_branches(eqn):
+            ins = _backward(branch.jaxpr, outs, where.inside(eqn))
             operands = [a | b for a, b in zip(operands, ins, strict=True)]
         return [_behind(outs), *operands]  # the index decides every output, with no gradient
-    if name == "scan":
+    if k is Kind.SCAN:
         return _scan_inputs(eqn, outs, where)
-    if name == "while":
+    if k is Kind.WHILE:
         return _while_inputs(eqn, outs, where)
     return _across(eqn, outs, where, cut=False)
 
 
-def _across(eqn: core.JaxprEqn, outs: list[Reach], where: _Pass, cut: bool) -> list[Reach]:
+def _across(eqn: _jax.Eqn, outs: list[Reach], where: _Pass, cut: bool) -> list[Reach]:
     """What each input of ``eqn`` gets when every output depends on every input.
 
     The equation is a cut for an input when ``cut`` says so or when a used output cannot
@@ -309,34 +289,32 @@ def _behind(outs: Sequence[Reach]) -> Reach:
     return Reach(False, bool(used), frozenset().union(*(r.cuts for r in used if not r.connected)))
 
 
-def _scan_inputs(eqn: core.JaxprEqn, outs: list[Reach], where: _Pass) -> list[Reach]:
-    body = open_jaxpr(eqn.params["jaxpr"])
-    n_consts, n_carry = eqn.params["num_consts"], eqn.params["num_carry"]
-    carry_out, ys = list(outs[:n_carry]), outs[n_carry:]
+def _scan_inputs(eqn: _jax.Eqn, outs: list[Reach], where: _Pass) -> list[Reach]:
+    loop = _jax.scan(eqn)
+    carry_out, ys = list(outs[: loop.n_carry]), outs[loop.n_carry :]
     while True:
-        ins = _backward(body, carry_out + ys, where.inside(eqn))
-        carry_in = ins[n_consts : n_consts + n_carry]
+        ins = _backward(loop.body.jaxpr, carry_out + ys, where.inside(eqn))
+        carry_in = loop.split(ins)[1]
         grown = [a | b for a, b in zip(carry_out, carry_in, strict=True)]
         if grown == carry_out:
             return ins
         carry_out = grown
 
 
-def _while_inputs(eqn: core.JaxprEqn, outs: list[Reach], where: _Pass) -> list[Reach]:
+def _while_inputs(eqn: _jax.Eqn, outs: list[Reach], where: _Pass) -> list[Reach]:
     """A ``while``'s inputs: the body to a fixed point over the carry; when recording,
     the predicate too, which decides every output but carries no gradient."""
-    body = open_jaxpr(eqn.params["body_jaxpr"])
-    n_cond, n_body = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    loop = _jax.while_loop(eqn)
     inside = where.inside(eqn)
     predicate = _behind(outs)
-    carry, cond_consts = list(outs), [_UNREACHED] * n_cond
+    carry, cond_consts = list(outs), [_UNREACHED] * loop.n_cond
     while True:
-        ins = _backward(body, carry, inside)
-        grown = [a | b for a, b in zip(carry, ins[n_body:], strict=True)]
+        ins = _backward(loop.body.jaxpr, carry, inside)
+        grown = [a | b for a, b in zip(carry, ins[loop.n_body :], strict=True)]
         if where.record:
-            cond_ins = _backward(open_jaxpr(eqn.params["cond_jaxpr"]), [predicate], inside)
-            cond_consts = cond_ins[:n_cond]
-            grown = [a | b for a, b in zip(grown, cond_ins[n_cond:], strict=True)]
+            cond_ins = _backward(loop.cond.jaxpr, [predicate], inside)
+            cond_consts = cond_ins[: loop.n_cond]
+            grown = [a | b for a, b in zip(grown, cond_ins[loop.n_cond :], strict=True)]
         if grown == carry:
-            return cond_consts + ins[:n_body] + carry
+            return cond_consts + ins[: loop.n_body] + carry
         carry = grown

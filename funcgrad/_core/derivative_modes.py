@@ -23,15 +23,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jax.experimental import jet
-from jax.extend import core
-
 from funcgrad._core import connectivity as _connectivity
+from funcgrad._core import jax_internals as _jax
+from funcgrad._core.jax_internals import Kind
 
 __all__ = ["elementwise_mixers", "has_custom_vjp", "jet_blocker"]
 
-_CUSTOM_VJP = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"})
-_CUSTOM_RULES = _CUSTOM_VJP | {"custom_jvp_call"}
 # Primitives that map equal-shaped inputs to an output element by element.
 _ELEMENTWISE = frozenset(
     (
@@ -40,8 +37,9 @@ _ELEMENTWISE = frozenset(
         *("conj", "convert_element_type", "copy", "copy_p", "cos", "cosh", "digamma", "div"),
         *("eq", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt"),
         *("igamma", "igamma_grad_a", "igammac", "imag", "integer_pow", "is_finite", "le"),
-        *("lgamma", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg"),
-        *("nextafter", "not", "or", "polygamma", "population_count", "pow", "real"),
+        *("lgamma", "log", "log1p", "log2", "logistic", "lt", "max", "min", "mul", "ne"),
+        *("neg", "nextafter", "not", "one_minus_square", "or", "polygamma", "polynomial"),
+        *("population_count", "pow", "real"),
         *("random_gamma_grad", "reduce_precision", "regularized_incomplete_beta", "rem"),
         *("round", "rsqrt", "select_n", "shift_left", "shift_right_arithmetic", "sign"),
         *("shift_right_logical", "sin", "sinh", "sqrt", "square", "stop_gradient", "sub"),
@@ -55,16 +53,15 @@ _SAME_SHAPE = frozenset({"broadcast_in_dim", "reshape", "squeeze"})
 _CONST, _ALIGNED, _MIXED = 0, 1, 2  # depends on no / only its own / other elements of x
 
 
-def has_custom_vjp(jaxpr: core.Jaxpr) -> bool:
+def has_custom_vjp(jaxpr: _jax.Jaxpr) -> bool:
     """Whether a ``custom_vjp`` call appears in ``jaxpr`` or any of its sub-jaxprs."""
     return any(
-        eqn.primitive.name in _CUSTOM_VJP
-        or any(map(has_custom_vjp, core.jaxprs_in_params(eqn.params)))
+        _jax.kind(eqn) is Kind.CUSTOM_VJP or any(map(has_custom_vjp, _jax.sub_jaxprs(eqn)))
         for eqn in jaxpr.eqns
     )
 
 
-def jet_blocker(jaxpr: core.Jaxpr) -> str | None:
+def jet_blocker(jaxpr: _jax.Jaxpr) -> str | None:
     """The first primitive ``jet`` cannot propagate faithfully, or ``None``.
 
     ``jet`` has no rule for loops and many other primitives; it evaluates the *primal*
@@ -75,18 +72,18 @@ def jet_blocker(jaxpr: core.Jaxpr) -> str | None:
         name = eqn.primitive.name
         if not any(map(_connectivity.carries_gradient, eqn.invars)):
             continue  # no series reaches it: jet evaluates it as it is
-        if name in _CUSTOM_RULES or eqn.primitive not in jet.jet_rules:
+        if _jax.kind(eqn).is_custom_rule or not _jax.has_jet_rule(eqn.primitive):
             return name
         shapes = {getattr(v.aval, "shape", None) for v in [*eqn.invars, *eqn.outvars]}
         if name in _NO_BROADCAST and len(shapes) > 1:
             return f"{name} of a scalar and an array"
-        blocker = next(filter(None, map(jet_blocker, core.jaxprs_in_params(eqn.params))), None)
+        blocker = next(filter(None, map(jet_blocker, _jax.sub_jaxprs(eqn))), None)
         if blocker is not None:
             return blocker
     return None
 
 
-def elementwise_mixers(jaxpr: core.Jaxpr, shape: tuple[int, ...]) -> list[str]:
+def elementwise_mixers(jaxpr: _jax.Jaxpr, shape: tuple[int, ...]) -> list[str]:
     """The primitives that make ``jaxpr``'s one output mix elements of its one input.
 
     Empty when the function is elementwise (always, for an input of at most one
@@ -98,20 +95,18 @@ def elementwise_mixers(jaxpr: core.Jaxpr, shape: tuple[int, ...]) -> list[str]:
     return []
 
 
-def _propagate(jaxpr: Any, ins: list[int], shape: tuple[int, ...], mixers: list[str]) -> list[int]:
+def _propagate(
+    jaxpr: _jax.Jaxpr, ins: list[int], shape: tuple[int, ...], mixers: list[str]
+) -> list[int]:
     """How each output of ``jaxpr`` depends on the elements of ``x`` (of ``shape``).
 
     ``ins`` says it for the inputs; the name of each primitive that makes an element
     depend on other elements of ``x`` is appended to ``mixers``.
     """
-    jaxpr = _connectivity.open_jaxpr(jaxpr)
-    if len(ins) != len(jaxpr.invars):
-        mixers.append("an unknown sub-jaxpr")
-        return [_MIXED] * len(jaxpr.outvars)
     states = dict(zip(jaxpr.invars, ins, strict=True))
 
     def read(var: Any) -> int:
-        return _CONST if isinstance(var, core.Literal) else states.get(var, _CONST)
+        return _CONST if isinstance(var, _jax.Literal) else states.get(var, _CONST)
 
     for eqn in jaxpr.eqns:
         outs = _equation_states(eqn, [read(v) for v in eqn.invars], shape, mixers)
@@ -123,9 +118,9 @@ def _propagate(jaxpr: Any, ins: list[int], shape: tuple[int, ...], mixers: list[
 
 
 def _equation_states(
-    eqn: core.JaxprEqn, ins: list[int], shape: tuple[int, ...], mixers: list[str]
+    eqn: _jax.Eqn, ins: list[int], shape: tuple[int, ...], mixers: list[str]
 ) -> list[int]:
-    name, params, n_out = eqn.primitive.name, eqn.params, len(eqn.outvars)
+    name, n_out = eqn.primitive.name, len(eqn.outvars)
     if max(ins, default=_CONST) != _ALIGNED:
         return [max(ins, default=_CONST)] * n_out
     if all(getattr(v.aval, "shape", None) == shape for v in eqn.outvars) and (
@@ -133,27 +128,26 @@ def _equation_states(
         or (name in _SAME_SHAPE and getattr(eqn.invars[0].aval, "shape", None) == shape)
     ):
         return [_ALIGNED] * n_out
-    if _connectivity.ONE_TO_ONE.get(name) in params:
-        return _propagate(params[_connectivity.ONE_TO_ONE[name]], ins, shape, mixers)
-    if name == "cond":
-        outs = [_propagate(b, ins[1:], shape, mixers) for b in params["branches"]]
+    k = _jax.kind(eqn)
+    if k.is_call:
+        return _propagate(_jax.call(eqn).body.jaxpr, ins, shape, mixers)
+    if k is Kind.COND:
+        outs = [_propagate(b.jaxpr, ins[1:], shape, mixers) for b in _jax.cond_branches(eqn)]
         return [max(column) for column in zip(*outs, strict=True)]
-    if name == "while":
-        n_cond, n_body = params["cond_nconsts"], params["body_nconsts"]
-        ins = ins[n_cond:]
-        loop: tuple[list[int], list[int], list[int]] = (ins[:n_body], ins[n_body:], [])
-        return _loop_states(eqn, params["body_jaxpr"], loop, shape, mixers)
-    if name == "scan":
-        n_consts, n_carry = params["num_consts"], params["num_carry"]
-        split = (ins[:n_consts], ins[n_consts : n_consts + n_carry], ins[n_consts + n_carry :])
-        return _loop_states(eqn, params["jaxpr"], split, shape, mixers)
+    if k is Kind.WHILE:
+        loop = _jax.while_loop(eqn)
+        _, consts, carry = loop.split(ins)
+        return _loop_states(eqn, loop.body.jaxpr, (consts, carry, []), shape, mixers)
+    if k is Kind.SCAN:
+        scan = _jax.scan(eqn)
+        return _loop_states(eqn, scan.body.jaxpr, scan.split(ins), shape, mixers)
     mixers.append(name)
     return [_MIXED] * n_out
 
 
 def _loop_states(
-    eqn: core.JaxprEqn,
-    body: Any,
+    eqn: _jax.Eqn,
+    body: _jax.Jaxpr,
     loop_ins: tuple[list[int], list[int], list[int]],
     shape: tuple[int, ...],
     mixers: list[str],

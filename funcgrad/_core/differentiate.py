@@ -33,11 +33,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.extend import core
 
 from funcgrad._core import backward as _backward
 from funcgrad._core import connectivity as _connectivity
 from funcgrad._core import host_errors as _host_errors
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import rewrite as _rewrite
 from funcgrad._core import sparse_reads as _sparse_reads
 from funcgrad._types import PyTree
@@ -147,7 +147,7 @@ class Result:
 class Traced:
     """``fun`` traced once: its jaxpr, the structure of its outputs, the checked ``grad_ys``."""
 
-    closed: core.ClosedJaxpr
+    closed: _jax.Closed
     ys_tree: Any
     aux_tree: Any
     cotangents: list[Any]  # one per ys leaf, None for ones
@@ -181,7 +181,7 @@ def trace(
         aux_leaves, trees["aux"] = jax.tree.flatten(aux)
         return [*ys_leaves, *aux_leaves]
 
-    closed = jax.make_jaxpr(flat_fun)(*primals)
+    closed = _jax.trace(flat_fun, *primals)
     n_ys = trees["ys"].num_leaves
     ys_avals = closed.out_avals[:n_ys]
     ys_shape = jax.tree.unflatten(trees["ys"], range(n_ys))
@@ -290,21 +290,21 @@ def closure_error(subject: str) -> ValueError:
 
 
 def _evaluator(
-    closed: core.ClosedJaxpr, sparse: _sparse_reads.SparseReads
+    closed: _jax.Closed, sparse: _sparse_reads.SparseReads
 ) -> Callable[[list[Any], Sequence[Any]], tuple[list[Any], list[Any]]]:
     """``closed`` as a function of its inputs and the reads' perturbations, returning its
     outputs and the reads' ids; equations that are cuts get their inputs held constant."""
     rewriter = _rewrite.Rewriter(_connectivity.is_cut, _hold_inputs)
     cuts = rewriter.reaches(closed.jaxpr)
     if sparse.tables:
-        emit = rewriter.equation if cuts else _rewrite.bind_equation
+        emit = rewriter.equation if cuts else _jax.bind_equation
         return lambda args, deltas: sparse.evaluate(args, deltas, emit)
-    plain = rewriter.closed(closed) if cuts else core.jaxpr_as_fun(closed)
+    plain = rewriter.closed(closed) if cuts else closed
     return lambda args, deltas: (plain(*args), [])
 
 
-def _hold_inputs(eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
-    return _rewrite.bind_equation(eqn, [jax.lax.stop_gradient(v) for v in invals])
+def _hold_inputs(eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
+    return _jax.bind_equation(eqn, [jax.lax.stop_gradient(v) for v in invals])
 
 
 # --- the one check of a gradient function's result ------------------------------------

@@ -25,9 +25,9 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.extend import core
 
 from funcgrad._core import differentiate as _differentiate
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import rewrite as _rewrite
 from funcgrad._core import taps as _taps
 from funcgrad._types import GradientFunction
@@ -80,10 +80,10 @@ def with_gradients(
             return out
 
         values = [leaves[i] for i in dynamic]
-        closed = jax.make_jaxpr(flat)(*values)
+        closed = _jax.trace(flat, *values)
         matched: set[str] = set()
 
-        def replace(eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
+        def replace(eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
             name = _rewrite.key(eqn)
             matched.add(name)
             rule = rules[name]

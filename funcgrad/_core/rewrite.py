@@ -28,8 +28,8 @@ What it follows (only when a sub-jaxpr holds a matching equation; otherwise the
 equation is re-emitted untouched, so unaffected code stays exactly as it was):
 
 * ``jit`` (re-built with ``jax.jit`` under the same name, ``inline`` and
-  ``keep_unused``), ``closed_call`` (inlined), ``remat2`` (``jax.checkpoint`` with the
-  same ``policy`` and ``prevent_cse``);
+  ``keep_unused``), ``eval_jaxpr`` / ``closed_call`` (inlined), ``remat2``
+  (``jax.checkpoint`` with the same ``policy`` and ``prevent_cse``);
 * ``scan`` (``lax.scan`` with the same length, direction and unrolling), ``cond``
   (``lax.switch`` over the rewritten branches), ``while`` (``lax.while_loop``; JAX
   cannot reverse-differentiate it, so an override there shapes only the values JAX
@@ -71,10 +71,10 @@ from typing import Any
 import jax
 import numpy as np
 from jax import lax
-from jax.extend import core
-from jax.extend import source_info_util
 
 from funcgrad._core import connectivity as _connectivity
+from funcgrad._core import jax_internals as _jax
+from funcgrad._core.jax_internals import Kind
 from funcgrad._types import replace_at
 
 #: Rule: ``rule(inputs, outputs, params, cotangents)`` returns one cotangent (or ``None``)
@@ -96,50 +96,21 @@ NAMED_FUNCTIONS = frozenset(
         "xlogy",
     }
 )
-_CALLS = frozenset({"custom_jvp_call", "custom_vjp_call", "jit"})
-#: Primitives that only structure a computation; they are followed, never matched.
-STRUCTURAL = frozenset(
-    {
-        "call",
-        "closed_call",
-        "cond",
-        "custom_jvp_call",
-        "custom_lin",
-        "custom_linear_solve",
-        "custom_vjp_call",
-        "jit",
-        "remat2",
-        "scan",
-        "while",
-    }
-)
 
 
-def read_atom(env: dict[core.Var, Any], var: Any) -> Any:
+def read_atom(env: dict[_jax.Var, Any], var: Any) -> Any:
     """The value of a jaxpr atom: a literal's own value, or the variable's in ``env``."""
-    return var.val if isinstance(var, core.Literal) else env[var]
-
-
-def bind_equation(eqn: core.JaxprEqn, invals: Sequence[Any]) -> list[Any]:
-    """Re-emit ``eqn`` unchanged into the current trace, with its own source line and
-    name scope (as ``jax.core.eval_jaxpr`` re-emits: the user's line, not this module's,
-    and no new Python traceback to take per equation)."""
-    params = eqn.primitive.get_bind_params(eqn.params)
-    source = eqn.source_info
-    name_stack = source_info_util.current_name_stack() + source.name_stack
-    with source_info_util.user_context(source.traceback, name_stack=name_stack), eqn.ctx.manager:
-        out = eqn.primitive.bind(*invals, **params)
-    return list(out) if eqn.primitive.multiple_results else [out]
+    return var.val if isinstance(var, _jax.Literal) else env[var]
 
 
 def evaluate(
-    jaxpr: core.Jaxpr,
+    jaxpr: _jax.Jaxpr,
     consts: Sequence[Any],
     args: Sequence[Any],
-    emit: Callable[[core.JaxprEqn, list[Any]], list[Any]] = bind_equation,
+    emit: Callable[[_jax.Eqn, list[Any]], list[Any]] = _jax.bind_equation,
 ) -> list[Any]:
     """The outputs of ``jaxpr`` at ``args``, each equation re-emitted by ``emit``."""
-    env: dict[core.Var, Any] = dict(zip(jaxpr.constvars, consts, strict=True))
+    env: dict[_jax.Var, Any] = dict(zip(jaxpr.constvars, consts, strict=True))
     env.update(zip(jaxpr.invars, args, strict=True))
     for eqn in jaxpr.eqns:
         outs = emit(eqn, [read_atom(env, v) for v in eqn.invars])
@@ -157,56 +128,47 @@ class Rewriter:
     too (overrides do; the cuts of ``fg.gradients`` must not undo a rule).
     """
 
-    matches: Callable[[core.JaxprEqn], bool]
-    replace: Callable[[core.JaxprEqn, list[Any]], list[Any]]
+    matches: Callable[[_jax.Eqn], bool]
+    replace: Callable[[_jax.Eqn, list[Any]], list[Any]]
     see_through: bool = False
 
-    def evaluate(self, jaxpr: core.Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
+    def evaluate(self, jaxpr: _jax.Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
         """The outputs of ``jaxpr`` at ``args``, rewritten."""
         return evaluate(jaxpr, consts, args, self.equation)
 
-    def closed(self, closed: core.ClosedJaxpr) -> Callable[..., list[Any]]:
+    def closed(self, closed: _jax.Closed) -> Callable[..., list[Any]]:
         """``closed`` as a function of its inputs, rewritten."""
         return functools.partial(self.evaluate, closed.jaxpr, closed.consts)
 
-    def reaches(self, jaxpr: core.Jaxpr) -> bool:
+    def reaches(self, jaxpr: _jax.Jaxpr) -> bool:
         """Whether an equation of ``jaxpr``, or of a sub-jaxpr followed, matches."""
         return any(self._reaches(eqn) for eqn in jaxpr.eqns)
 
-    def _reaches(self, eqn: core.JaxprEqn) -> bool:
+    def _reaches(self, eqn: _jax.Eqn) -> bool:
         if self.matches(eqn):
             return True
-        return self._follower(eqn) is not None and any(
-            map(self.reaches, core.jaxprs_in_params(eqn.params))
-        )
+        return self._follower(eqn) is not None and any(map(self.reaches, _jax.sub_jaxprs(eqn)))
 
     def _follower(
-        self, eqn: core.JaxprEqn
-    ) -> Callable[[Rewriter, core.JaxprEqn, list[Any]], list[Any]] | None:
+        self, eqn: _jax.Eqn
+    ) -> Callable[[Rewriter, _jax.Eqn, list[Any]], list[Any]] | None:
         if self.see_through and is_transparent(eqn):
-            return _follow_closed_call
-        return _FOLLOW.get(eqn.primitive.name)
+            return _follow_inline
+        return _FOLLOW.get(_jax.kind(eqn))
 
-    def equation(self, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
+    def equation(self, eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
         if self.matches(eqn):
             return self.replace(eqn, invals)
         follow = self._follower(eqn)
-        if follow is not None and any(map(self.reaches, core.jaxprs_in_params(eqn.params))):
+        if follow is not None and any(map(self.reaches, _jax.sub_jaxprs(eqn))):
             return list(follow(self, eqn, invals))
-        return bind_equation(eqn, invals)
+        return _jax.bind_equation(eqn, invals)
 
 
-def key(eqn: core.JaxprEqn) -> str:
+def key(eqn: _jax.Eqn) -> str:
     """The name an equation answers to in override rules."""
-    name = eqn.primitive.name
-    if name in _CALLS:
-        if name == "jit":
-            called = eqn.params.get("name")
-        else:
-            called = eqn.params["call_jaxpr"].jaxpr.debug_info.func_name
-        if called in NAMED_FUNCTIONS:
-            return str(called)
-    return name
+    called = _jax.called_name(eqn)
+    return called if called in NAMED_FUNCTIONS else eqn.primitive.name
 
 
 def _dtype(var: Any) -> Any:
@@ -285,29 +247,28 @@ def reverse_mode_only(subject: str) -> Iterator[None]:
         ) from None
 
 
-def is_transparent(eqn: core.JaxprEqn) -> bool:
+def is_transparent(eqn: _jax.Eqn) -> bool:
     """Whether ``eqn`` calls a :func:`custom_op` made with ``transparent=True``."""
-    bwd = eqn.params.get("bwd") if eqn.primitive.name == "custom_vjp_call" else None
-    backward = getattr(bwd, "f", None)
+    backward = _jax.custom_vjp_backward(eqn)
     return isinstance(backward, _Backward) and backward.transparent
 
 
 def with_rule(
-    name: str, eqn: core.JaxprEqn, invals: list[Any], rule: Rule, *, transparent: bool = False
+    name: str, eqn: _jax.Eqn, invals: list[Any], rule: Rule, *, transparent: bool = False
 ) -> list[Any]:
     """``eqn`` inside a ``jax.custom_vjp`` named ``name``: same forward, ``rule`` backward."""
-    hidden = eqn.params.get("num_consts", 0) if eqn.primitive.name in _CALLS else 0
+    hidden = _jax.rule_consts(eqn)
     dynamic = [
-        i for i, v in enumerate(eqn.invars) if not isinstance(v, core.Literal) and i >= hidden
+        i for i, v in enumerate(eqn.invars) if not isinstance(v, _jax.Literal) and i >= hidden
     ]
     wrt = [i for i in dynamic if _connectivity.is_differentiable(_dtype(eqn.invars[i]))]
     if not wrt or not any(_connectivity.is_differentiable(_dtype(v)) for v in eqn.outvars):
-        return bind_equation(eqn, invals)
+        return _jax.bind_equation(eqn, invals)
 
     # Every dynamic input is an argument (integer ones get None), so that the backward
     # never closes over a value of the trace the equation was re-emitted in.
     def impl(*values: Any) -> list[Any]:
-        return bind_equation(eqn, replace_at(invals, dynamic, values))
+        return _jax.bind_equation(eqn, replace_at(invals, dynamic, values))
 
     def backward(values: tuple[Any, ...], outs: tuple[Any, ...], cts: Any) -> list[Any]:
         full = replace_at(invals, dynamic, values)
@@ -321,82 +282,53 @@ def with_rule(
 # --- following sub-jaxprs ---------------------------------------------------------------
 
 
-def _follow_jit(rw: Rewriter, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
-    fun = rw.closed(eqn.params["jaxpr"])
-
-    # A plain function named as the call: JAX names a callable without code by its
-    # ``str()``, which for ``fun`` prints the whole jaxpr and its constants.
-    def named(*args: Any) -> list[Any]:
-        return fun(*args)
-
-    named.__name__ = named.__qualname__ = eqn.params.get("name", "jit")
-    jitted = jax.jit(
-        named, inline=eqn.params.get("inline", False), keep_unused=eqn.params["keep_unused"]
-    )
-    return list(jitted(*invals))
+def _follow_call(rw: Rewriter, eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
+    """A ``jit``, ``eval_jaxpr`` or ``checkpoint``, staged again as the equation was."""
+    call = _jax.call(eqn)
+    return list(call.staged(rw.closed(call.body))(*invals))
 
 
-def _follow_closed_call(rw: Rewriter, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
-    return rw.closed(eqn.params["call_jaxpr"])(*invals)
+def _follow_inline(rw: Rewriter, eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
+    """A call's body, inlined (a transparent ``custom_vjp``)."""
+    return rw.closed(_jax.call(eqn).body)(*invals)
 
 
-def _follow_remat(rw: Rewriter, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
-    fun = functools.partial(rw.evaluate, eqn.params["jaxpr"], ())
-    remat = jax.checkpoint(fun, prevent_cse=eqn.params["prevent_cse"], policy=eqn.params["policy"])
-    return list(remat(*invals))
-
-
-def _follow_scan(rw: Rewriter, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
-    p = eqn.params
-    n_consts, n_carry = p["num_consts"], p["num_carry"]
-    consts, init, xs = (
-        invals[:n_consts],
-        invals[n_consts : n_consts + n_carry],
-        invals[n_consts + n_carry :],
-    )
-    fun = rw.closed(p["jaxpr"])
+def _follow_scan(rw: Rewriter, eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
+    loop = _jax.scan(eqn)
+    consts, init, xs = loop.split(invals)
+    fun = rw.closed(loop.body)
 
     def body(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
         outs = fun(*consts, *carry, *x)
-        return outs[:n_carry], outs[n_carry:]
+        return outs[: loop.n_carry], outs[loop.n_carry :]
 
-    carry, ys = lax.scan(
-        body,
-        init,
-        xs,
-        length=p["length"],
-        reverse=p["reverse"],
-        unroll=p["unroll"],
-        _split_transpose=p.get("_split_transpose", False),
-    )
+    carry, ys = loop.run(body, init, xs)
     return [*carry, *ys]
 
 
-def _follow_cond(rw: Rewriter, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
-    branches = [rw.closed(b) for b in eqn.params["branches"]]
+def _follow_cond(rw: Rewriter, eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
+    branches = [rw.closed(b) for b in _jax.cond_branches(eqn)]
     return list(lax.switch(invals[0], branches, *invals[1:]))
 
 
-def _follow_while(rw: Rewriter, eqn: core.JaxprEqn, invals: list[Any]) -> list[Any]:
-    p = eqn.params
-    n_cond, n_body = p["cond_nconsts"], p["body_nconsts"]
-    cond_consts, body_consts = invals[:n_cond], invals[n_cond : n_cond + n_body]
-    cond_fun, body_fun = rw.closed(p["cond_jaxpr"]), rw.closed(p["body_jaxpr"])
+def _follow_while(rw: Rewriter, eqn: _jax.Eqn, invals: list[Any]) -> list[Any]:
+    loop = _jax.while_loop(eqn)
+    cond_consts, body_consts, init = loop.split(invals)
+    cond_fun, body_fun = rw.closed(loop.cond), rw.closed(loop.body)
     return list(
         lax.while_loop(
             lambda carry: cond_fun(*cond_consts, *carry)[0],
             lambda carry: body_fun(*body_consts, *carry),
-            invals[n_cond + n_body :],
+            init,
         )
     )
 
 
-_FOLLOW: dict[str, Callable[[Rewriter, core.JaxprEqn, list[Any]], list[Any]]] = {
-    "jit": _follow_jit,
-    "pjit": _follow_jit,
-    "closed_call": _follow_closed_call,
-    "remat2": _follow_remat,
-    "scan": _follow_scan,
-    "cond": _follow_cond,
-    "while": _follow_while,
+_FOLLOW: dict[Kind, Callable[[Rewriter, _jax.Eqn, list[Any]], list[Any]]] = {
+    Kind.JIT: _follow_call,
+    Kind.CALL: _follow_call,
+    Kind.REMAT: _follow_call,
+    Kind.SCAN: _follow_scan,
+    Kind.COND: _follow_cond,
+    Kind.WHILE: _follow_while,
 }

@@ -36,9 +36,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.extend import core
 
 from funcgrad._core import connectivity as _connectivity
+from funcgrad._core import jax_internals as _jax
 from funcgrad._types import PyTree
 
 
@@ -95,12 +95,11 @@ def traced_again(outer: Sequence[Any], inner: Sequence[Any]) -> Iterator[None]:
         f.inputs = old
 
 
-def stopped_tap(eqn: core.JaxprEqn) -> str | None:
+def stopped_tap(eqn: _jax.Eqn) -> str | None:
     """The name of the tap in ``stop_gradients`` that ``eqn`` holds, if it is such a hold."""
     if eqn.primitive.name != "stop_gradient":
         return None
-    for scope in reversed(getattr(eqn.source_info.name_stack, "stack", ())):
-        name = getattr(scope, "name", "")
+    for name in reversed(_jax.name_scopes(eqn)):
         if name.startswith(_STOP_SCOPE):
             return name[len(_STOP_SCOPE) :]
     return None

@@ -60,8 +60,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core
 
+from funcgrad._core import jax_internals as _jax
 from funcgrad._core import rewrite as _rewrite
 from funcgrad._types import GradientFunction
 from funcgrad._types import Op
@@ -500,6 +500,13 @@ def _mul(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
     return _sum_to(grad * y, x), _sum_to(x * grad, y)
 
 
+def _atan2(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``_Atan2Grad``: ``atan2(y, x)``'s gradient ``grad / (y**2 + x**2)`` times ``x``, ``-y``."""
+    y, x = _xy(op, "Atan2")
+    grad_inv = grad / (jnp.square(y) + jnp.square(x))
+    return _sum_to(x * grad_inv, y), _sum_to(-y * grad_inv, x)
+
+
 def _next_after(op: Op, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``_NextAfterGrad`` (math_grad.py): ones for ``x1``, real zeros for ``x2``."""
     x1, x2 = _xy(op, "NextAfter")
@@ -573,7 +580,7 @@ def _clip_by_value(op: Op, grad: jax.Array) -> tuple[jax.Array, ...]:
 
 def _is_call_of(op: Op, name: str) -> bool:
     """Whether ``op`` is the call of the named JAX function ``name`` (``jax.nn.elu``'s ``jit``)."""
-    return op.params.get("name") == name and "jaxpr" in op.params
+    return _jax.named_call_body(op.params, name) is not None
 
 
 def _elu(op: Op, grad: jax.Array) -> Sequence[Any]:
@@ -623,7 +630,9 @@ def _leaky_relu_alpha(op: Op) -> Any:
         return op.params["alpha"]
     if len(op.inputs) == 2:
         return op.inputs[1]
-    (negated,) = core.jaxpr_as_fun(op.params["jaxpr"])(-jnp.ones_like(op.inputs[0]))
+    body = _jax.named_call_body(op.params, "leaky_relu")
+    assert body is not None  # _leaky_relu let through only this call
+    (negated,) = body(-jnp.ones_like(op.inputs[0]))
     return -jnp.ravel(negated)[0] if jnp.size(negated) else -negated
 
 
@@ -692,6 +701,7 @@ GRADIENTS: dict[str, GradientFunction] = {
     "Abs": _unary("Abs", lambda x, y, g: g * jnp.sign(x)),
     "Add": _add,
     "AddV2": _add,
+    "Atan2": _atan2,
     "Atanh": _unary("Atanh", lambda x, y, g: g * reciprocal(1 - jnp.square(x))),
     "Cast": _unary("Cast", lambda x, y, g: g),
     "Ceil": _no_gradient,

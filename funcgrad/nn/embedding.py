@@ -5,30 +5,35 @@ the values and the gradients are TensorFlow's.  Every read of a table is a gathe
 rows, so ``compute_gradients`` gives each table (each shard) an ``fg.IndexedSlices``, as
 ``tf.gradients`` does.
 
-JAX's shapes are static where TensorFlow partitions ids at run time
-(``dynamic_partition``): each shard is read once per id, and the positions an id of
-another shard (or a pruned entry) holds read an id the call does read from that shard,
-with a zero cotangent.  Those rows add nothing once an optimizer sums duplicate ids, so
-every sparse rule gives TensorFlow's numbers.  A shard that no id of the call reaches is
-read at the id one past its end: under ``jax.jit`` the optimizers drop such a row, as
-TensorFlow's empty ``IndexedSlices`` changes nothing.
+TensorFlow sends each shard its own ids (``dynamic_partition``, sizes known only when the
+step runs); JAX's shapes are static.  So a lookup over shards reads them as one table:
+each id's shard and row become its position in the shards one after the other, and one
+gather of whole rows reads those positions of their concatenation (which XLA leaves
+unbuilt when the shards are the slices of one array, as a restored partitioned variable
+is).  A pruned entry reads the position one past the end, which that gather fills with
+zeros and reads nothing of.  ``funcgrad._core.sparse_reads`` gives each shard the rows of
+its own ids: eagerly exactly TensorFlow's; under ``jax.jit`` with rows of zeros at id
+``rows`` (one past the shard) in place of the other shards' ids, which ``to_dense`` and
+every optimizer drop.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Sequence
+import operator
 from typing import Any
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.experimental import sparse
 
-from funcgrad._checks import did_you_mean
+from funcgrad._checks import as_bool
+from funcgrad._checks import as_int
 from funcgrad.clip import clip_by_norm
+from funcgrad.nn import _checks
 
 __all__ = [
     "SparseTensor",
@@ -62,50 +67,6 @@ class SparseTensor(NamedTuple):
     dense_shape: tuple[int, ...]
 
 
-def _choice(caller: str, name: str, value: Any, valid: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in valid:
-        raise ValueError(
-            f"{caller}: {name}={value!r} is none of {list(valid)}"
-            f"{did_you_mean(str(value), valid)}; pass one of those."
-        )
-    return value
-
-
-def _shards(caller: str, params: Any) -> list[jax.Array]:
-    """``params`` as a list of 2-or-more-dimensional shards split as TensorFlow splits them."""
-    shards = list(params) if isinstance(params, list | tuple) else [params]
-    if not shards:
-        raise ValueError(f"{caller}: params is an empty list; pass the table or its shards.")
-    shards = [jnp.asarray(s) for s in shards]
-    rows = [s.shape[0] if s.ndim else 0 for s in shards]
-    total, n = sum(rows), len(shards)
-    split = [total // n + (p < total % n) for p in range(n)]
-    if any(s.ndim < 1 for s in shards) or any(s.shape[1:] != shards[0].shape[1:] for s in shards):
-        raise ValueError(
-            f"{caller}: the shards have shapes {[s.shape for s in shards]}; every shard needs "
-            "the same row shape, one row per id."
-        )
-    if rows != split:
-        raise ValueError(
-            f"{caller}: shards of {rows} rows; TensorFlow's partitioned tables split {total} "
-            f"rows as {split} (the first ones one row longer), and its mod and div "
-            "strategies assume that split - pass the shards in that layout."
-        )
-    if len({s.dtype for s in shards}) > 1:
-        raise TypeError(
-            f"{caller}: the shards have dtypes {[str(s.dtype) for s in shards]}; cast them "
-            "to one dtype."
-        )
-    return shards
-
-
-def _ids(caller: str, ids: Any) -> jax.Array:
-    ids = jnp.asarray(ids)
-    if not jnp.issubdtype(ids.dtype, jnp.integer):
-        raise TypeError(f"{caller}: ids has dtype {ids.dtype}; pass integer ids.")
-    return ids
-
-
 def _check_range(caller: str, ids: jax.Array, keep: jax.Array, rows: int) -> None:
     """Raise for a concrete id outside ``[0, rows)`` where ``keep`` (nothing under a trace)."""
     if isinstance(ids, jax.core.Tracer) or isinstance(keep, jax.core.Tracer):
@@ -131,12 +92,16 @@ def _assign(ids: jax.Array, sizes: list[int], strategy: str) -> tuple[jax.Array,
     return shard, jnp.where(shard < extras, ids % (per + 1), (ids - extras) % per)
 
 
-def _read(shard: jax.Array, rows: jax.Array, mine: jax.Array) -> jax.Array:
-    """``shard[rows]`` where ``mine``, zeros elsewhere, by one gather of whole rows whose
-    other positions read a row that ``mine`` reads too (or one past the end if none)."""
-    anchor = jnp.where(jnp.any(mine), rows[jnp.argmax(mine)], shard.shape[0])
-    read = jnp.take(shard, jnp.where(mine, rows, anchor), axis=0, mode="fill", fill_value=0)
-    return jnp.where(mine.reshape(mine.shape + (1,) * (read.ndim - 1)), read, 0)
+def _gather_rows(table: jax.Array, positions: jax.Array) -> jax.Array:
+    """``table[positions]`` by one gather of whole rows, also of no rows (where
+    ``jnp.take`` leaves no gather to differentiate); a position past the end reads zeros
+    and nothing of the table."""
+    dims = lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(1, table.ndim)), collapsed_slice_dims=(0,), start_index_map=(0,)
+    )
+    return lax.gather(
+        table, positions[:, None], dims, (1, *table.shape[1:]), mode="fill", fill_value=0
+    )
 
 
 def _lookup(
@@ -148,16 +113,20 @@ def _lookup(
     keep: jax.Array | None = None,
 ) -> jax.Array:
     """``embedding_lookup``'s rows for flat ``ids``; zeros where ``keep`` is False."""
-    strategy = _choice(caller, "partition_strategy", partition_strategy, _STRATEGIES)
-    shards = _shards(caller, params)
-    ids = _ids(caller, ids)
+    strategy = _checks.choice(caller, "partition_strategy", partition_strategy, _STRATEGIES)
+    max_norm = _checks.max_norm(caller, max_norm)
+    shards = _checks.shards(caller, params)
+    ids = _checks.integer_ids(caller, "ids", ids)
     keep = jnp.ones(ids.shape, bool) if keep is None else keep
     sizes = [s.shape[0] for s in shards]
-    _check_range(caller, ids, keep, sum(sizes))
+    total = sum(sizes)
+    _check_range(caller, ids, keep, total)
+    ids = ids.astype(ids.dtype if ids.dtype.itemsize >= 4 else jnp.int32)  # room for total
     shard, rows = _assign(ids, sizes, strategy)
-    inside = (ids >= 0) & (ids < sum(sizes))
-    reads = [_read(s, rows, keep & inside & (shard == p)) for p, s in enumerate(shards)]
-    out = functools.reduce(jnp.add, reads)
+    inside = (ids >= 0) & (ids < total)
+    starts = jnp.asarray(np.cumsum([0, *sizes[:-1]]), ids.dtype)
+    positions = jnp.where(keep & inside, jnp.take(starts, shard, mode="clip") + rows, total)
+    out = _gather_rows(shards[0] if len(shards) == 1 else jnp.concatenate(shards), positions)
     out = jnp.where((inside | ~keep).reshape(ids.shape + (1,) * (out.ndim - 1)), out, jnp.nan)
     if max_norm is not None:  # each row on its own, as TensorFlow's _clip
         out = clip_by_norm(out, max_norm, axes=tuple(range(1, out.ndim)))
@@ -181,7 +150,10 @@ def embedding_lookup(
     L2 norm, as TensorFlow does (``tf.clip_by_norm`` over the row's axes).
 
     Every read is a gather of whole rows, so ``compute_gradients`` gives the table (each
-    shard) an ``fg.IndexedSlices``.
+    shard) an ``fg.IndexedSlices``.  A partitioned variable restored whole is looked up
+    as ``embedding_lookup(jnp.array_split(table, n), ids)`` inside the loss: one gather of
+    the table, whose gradient stays the rows of the ids.  Separate shard arrays are
+    copied into one for the gather.
 
     Args:
       params: an array of shape ``(V, *row)``, or a list of shards ``(V_p, *row)``.
@@ -197,8 +169,10 @@ def embedding_lookup(
 
     Raises:
       ValueError: for an unknown ``partition_strategy``, shards not split as TensorFlow
-        splits a table, or a known id outside the table.
-      TypeError: for ids that are not integers, or shards of different dtypes.
+        splits a table, a known id outside the table, or ``max_norm`` not above 0.
+      TypeError: for ids that are not integers, shards of different dtypes, a
+        ``max_norm`` that is no number, a ``name`` that is no string or a
+        ``validate_indices`` that is no bool.
 
     Example:
       >>> table = jnp.arange(10.0).reshape(5, 2)            # rows 0..4
@@ -209,9 +183,10 @@ def embedding_lookup(
       >>> fg.nn.embedding_lookup(shards, jnp.array([4, 1]), "div").tolist()
       [[8.0, 9.0], [2.0, 3.0]]
     """
-    del name, validate_indices
     caller = "fg.nn.embedding_lookup(params, ids)"
-    ids = _ids(caller, ids)
+    _checks.op_name(caller, name)
+    as_bool(caller, "validate_indices", validate_indices)
+    ids = _checks.integer_ids(caller, "ids", ids)
     flat = _lookup(caller, params, ids.reshape(-1), partition_strategy, max_norm)
     return flat.reshape(ids.shape + flat.shape[1:])
 
@@ -232,13 +207,18 @@ def _coo(caller: str, name: str, sp: Any) -> tuple[jax.Array, jax.Array, tuple[i
             "fields as fg.nn.SparseTensor(indices, values, dense_shape)."
         )
     try:
-        shape = tuple(int(d) for d in np.asarray(sp.dense_shape).reshape(-1))
-    except jax.errors.ConcretizationTypeError:
+        shape = tuple(operator.index(d) for d in sp.dense_shape)
+    except (jax.errors.ConcretizationTypeError, TypeError):
         raise TypeError(
-            f"{caller}: {name}.dense_shape is traced; the output's shape depends on it, so "
-            "pass it as Python ints."
+            f"{caller}: {name}.dense_shape is {sp.dense_shape!r}; the output's shape depends "
+            "on it, so pass it as a tuple of Python ints (not traced)."
         ) from None
     indices, values = jnp.asarray(sp.indices), jnp.asarray(sp.values)
+    if not jnp.issubdtype(indices.dtype, jnp.integer):
+        raise TypeError(
+            f"{caller}: {name}.indices has dtype {indices.dtype}; pass integer coordinates "
+            "(TensorFlow's are int64)."
+        )
     if indices.ndim != 2 or indices.shape[1] != len(shape) or values.shape != indices.shape[:1]:
         raise ValueError(
             f"{caller}: {name} has indices of shape {indices.shape}, values of shape "
@@ -269,7 +249,7 @@ def _entries(
     inside = jnp.all((indices >= 0) & (indices < jnp.array([shape], indices.dtype)), axis=1)
     strides = np.cumprod((*shape[1:-1], 1)[::-1])[::-1].astype(np.int32)
     segments = indices[:, :-1].astype(jnp.int32) @ jnp.asarray(strides)
-    return segments, _ids(caller, ids), weights, inside, shape
+    return segments, _checks.integer_ids(caller, "sp_ids.values", ids), weights, inside, shape
 
 
 def _combine(
@@ -285,7 +265,7 @@ def _combine(
     max_norm: Any,
 ) -> jax.Array:
     """TensorFlow's ``embedding_lookup_sparse_impl`` over the entries ``keep`` selects."""
-    combiner = _choice(caller, "combiner", combiner, _COMBINERS)
+    combiner = _checks.choice(caller, "combiner", combiner, _COMBINERS)
     rows = _lookup(caller, params, ids, partition_strategy, max_norm, keep)
     w = jnp.ones(ids.shape, rows.dtype) if weights is None else weights.astype(rows.dtype)
     w = jnp.where(keep, w, 0).reshape(w.shape + (1,) * (rows.ndim - 1))
@@ -337,7 +317,9 @@ def embedding_lookup_sparse(
     Raises:
       ValueError: for an unknown ``combiner`` or ``partition_strategy``, ids not of rank 2,
         weights at other coordinates, or a known id outside the table.
-      TypeError: for sparse ids that are neither a ``SparseTensor`` nor a ``BCOO``.
+      TypeError: for sparse ids that are neither a ``SparseTensor`` nor a ``BCOO``, ids
+        or coordinates that are not integers, a traced ``dense_shape``, or as
+        ``embedding_lookup``.
 
     Example:
       >>> table = jnp.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
@@ -349,8 +331,8 @@ def embedding_lookup_sparse(
       >>> fg.nn.embedding_lookup_sparse(table, sp_ids, weights).tolist()  # mean
       [[1.25, 0.5], [0.0, 1.0]]
     """
-    del name
     caller = "fg.nn.embedding_lookup_sparse(params, sp_ids, sp_weights)"
+    _checks.op_name(caller, name)
     segments, ids, weights, inside, shape = _entries(caller, sp_ids, sp_weights, rank=2)
     combiner = "mean" if combiner is None else combiner
     return _combine(
@@ -393,7 +375,7 @@ def safe_embedding_lookup_sparse(
       An array ``dense_shape[:-1] + row``.
 
     Raises:
-      ValueError: as ``embedding_lookup_sparse``.
+      ValueError: as ``embedding_lookup_sparse``, or for a ``default_id`` outside the table.
       TypeError: as ``embedding_lookup_sparse``.
 
     Example:
@@ -405,10 +387,18 @@ def safe_embedding_lookup_sparse(
       >>> fg.nn.safe_embedding_lookup_sparse(table, sp_ids, default_id=1).tolist()
       [[2.0, 2.0], [0.0, 1.0], [0.0, 1.0]]
     """
-    del name
     caller = "fg.nn.safe_embedding_lookup_sparse(embedding_weights, sparse_ids)"
+    _checks.op_name(caller, name)
     segments, ids, weights, inside, shape = _entries(caller, sparse_ids, sparse_weights, None)
-    combiner = _choice(caller, "combiner", combiner, _COMBINERS)
+    combiner = _checks.choice(caller, "combiner", combiner, _COMBINERS)
+    if default_id is not None:
+        table_rows = sum(s.shape[0] for s in _checks.shards(caller, embedding_weights))
+        hint = f"pass the id an empty row looks up, in [0, {table_rows}), or None"
+        default_id = as_int(caller, "default_id", default_id, minimum=0, hint=hint)
+        if default_id >= table_rows:
+            raise ValueError(
+                f"{caller}: default_id must be below {table_rows}, got {default_id}; {hint}."
+            )
     keep = inside & (ids >= 0)
     if weights is not None and combiner != "sum":
         keep &= weights > 0

@@ -7,6 +7,10 @@ candidates are looked up in one ``embedding_lookup`` (so each table gets an
 the biases, an accidental hit (a sampled candidate that is one of the example's labels)
 gets ``-FLT_MAX`` added when asked, and the log of each expected count is subtracted
 (``subtract_log_q``).  The sampled values never carry a gradient, as in TensorFlow.
+
+An accidental hit is TensorFlow's ``compute_accidental_hits``: it maps each sampled class
+to its *last* position among the candidates, so where a class was drawn more than once
+(``unique=False``) only its last copy is removed.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from funcgrad._checks import as_bool
 from funcgrad._checks import as_int
-from funcgrad.nn.candidate_sampling import check_key
+from funcgrad.nn import _checks
 from funcgrad.nn.candidate_sampling import log_uniform_candidate_sampler
 from funcgrad.nn.embedding import embedding_lookup
 
@@ -37,7 +42,7 @@ def _sampled_values(
     """TensorFlow's draws as given, or the default sampler's from ``key``."""
     if sampled_values is None:
         return log_uniform_candidate_sampler(
-            labels, num_true, num_sampled, True, num_classes, key=check_key(caller, key)
+            labels, num_true, num_sampled, True, num_classes, key=_checks.key(caller, key)
         )
     try:
         sampled, true_expected, sampled_expected = (jnp.asarray(v) for v in sampled_values)
@@ -55,7 +60,49 @@ def _sampled_values(
             f"num_sampled={num_sampled} need {want}; pass the triple a sampler returned "
             "for these labels."
         )
+    sampled = _checks.integer_ids(caller, "sampled_values[0] (the candidates)", sampled)
+    for k, count in ((1, true_expected), (2, sampled_expected)):
+        if not jnp.issubdtype(count.dtype, jnp.floating):
+            raise TypeError(
+                f"{caller}: sampled_values[{k}] (an expected count) has dtype {count.dtype}; "
+                "pass the float32 counts the sampler returned."
+            )
     return sampled.astype(jnp.int32), true_expected, sampled_expected
+
+
+def _check_layer(
+    caller: str,
+    weights: Any,
+    biases: Any,
+    inputs: jax.Array,
+    labels: jax.Array,
+    num_true: int,
+    num_classes: int,
+) -> None:
+    """The output layer's shapes against the inputs', every mismatch at once."""
+    w = _checks.shards(caller, weights, "weights")
+    b = _checks.shards(caller, biases, "biases")
+    rows, b_rows = sum(s.shape[0] for s in w), sum(s.shape[0] for s in b)
+    problems = []
+    if w[0].ndim != 2:
+        problems.append(f"weights has rows of shape {w[0].shape[1:]}, not (dim,)")
+    if b[0].ndim != 1:
+        problems.append(f"biases has rows of shape {b[0].shape[1:]}, not ()")
+    if b_rows != rows:
+        problems.append(f"biases has {b_rows} rows, weights {rows}")
+    if num_classes > rows:
+        problems.append(f"num_classes={num_classes} but weights has {rows} rows")
+    dim = w[0].shape[1] if w[0].ndim == 2 else "dim"
+    if inputs.ndim != 2 or inputs.shape[1] != dim:
+        problems.append(f"inputs has shape {inputs.shape}, not (batch, {dim})")
+    batch = inputs.shape[0] if inputs.ndim else None
+    if labels.shape != (batch, num_true):
+        problems.append(f"labels has shape {labels.shape} with num_true={num_true}")
+    if problems:
+        raise ValueError(
+            f"{caller}: {'; '.join(problems)}; pass weights (num_classes, dim) and biases "
+            "(num_classes,), inputs (batch, dim) and labels (batch, num_true)."
+        )
 
 
 def _sampled_logits(
@@ -78,15 +125,12 @@ def _sampled_logits(
     num_true = as_int(caller, "num_true", num_true, minimum=1, hint=hint)
     num_sampled = as_int(caller, "num_sampled", num_sampled, minimum=1, hint=hint)
     num_classes = as_int(caller, "num_classes", num_classes, minimum=1, hint=hint)
+    remove_accidental_hits = as_bool(caller, "remove_accidental_hits", remove_accidental_hits)
     inputs = jnp.asarray(inputs)
-    labels = jnp.asarray(labels)
+    labels = _checks.integer_ids(caller, "labels", labels)
     if labels.ndim == 1 and num_true == 1:  # TensorFlow reshapes them the same way
         labels = labels.reshape(-1, 1)
-    if inputs.ndim != 2 or labels.shape != (inputs.shape[0], num_true):
-        raise ValueError(
-            f"{caller}: inputs of shape {inputs.shape} and labels of shape {labels.shape} "
-            f"with num_true={num_true}; pass inputs (batch, dim) and labels (batch, num_true)."
-        )
+    _check_layer(caller, weights, biases, inputs, labels, num_true, num_classes)
     sampled, true_expected, sampled_expected = jax.lax.stop_gradient(
         _sampled_values(caller, labels, num_true, num_sampled, num_classes, sampled_values, key)
     )
@@ -98,7 +142,9 @@ def _sampled_logits(
     true_logits = jnp.sum(inputs[:, None, :] * true_w, axis=2) + all_b[:n].reshape(-1, num_true)
     sampled_logits = inputs @ all_w[n:].T + all_b[None, n:]
     if remove_accidental_hits:
-        hits = jnp.any(labels[:, :, None] == sampled[None, None, :], axis=1)
+        # TensorFlow's compute_accidental_hits: a class drawn twice is hit at its last copy
+        last = ~jnp.any(jnp.triu(sampled[:, None] == sampled[None, :], k=1), axis=1)
+        hits = jnp.any(labels[:, :, None] == sampled[None, None, :], axis=1) & last[None, :]
         lowest = np.finfo(np.float32).min  # TensorFlow adds -FLT_MAX whatever the dtype
         sampled_logits = sampled_logits + jnp.where(hits, lowest, 0).astype(inputs.dtype)
     true_logits = true_logits - jnp.log(true_expected).astype(inputs.dtype)
@@ -155,8 +201,11 @@ def nce_loss(
       The loss of each example, ``(batch,)``.
 
     Raises:
-      TypeError: without ``sampled_values`` and without ``key``.
-      ValueError: for labels or sampled values of the wrong shape, or as
+      TypeError: without ``sampled_values`` and without ``key``, for labels or sampled
+        candidates that are not integers, expected counts that are not floats, or
+        ``remove_accidental_hits`` that is no bool.
+      ValueError: for weights, biases, inputs, labels or sampled values of shapes that do
+        not fit together, ``num_classes`` above the rows of ``weights``, or as
         ``embedding_lookup``.
 
     Example:
@@ -168,8 +217,8 @@ def nce_loss(
       >>> np.asarray(loss, np.float64).round(4).tolist()
       [3.8928, 3.8928]
     """
-    del name
     caller = "fg.nn.nce_loss(weights, biases, labels, inputs, num_sampled, num_classes)"
+    _checks.op_name(caller, name)
     logits, targets = _sampled_logits(
         caller, weights, biases, labels, inputs, num_sampled, num_classes, num_true,
         sampled_values, remove_accidental_hits, partition_strategy, key,
@@ -225,7 +274,7 @@ def sampled_softmax_loss(
       The loss of each example, ``(batch,)``.
 
     Raises:
-      TypeError: without ``sampled_values`` and without ``key``.
+      TypeError: as ``nce_loss``, or for a ``seed`` that is no int.
       ValueError: as ``nce_loss``.
 
     Example:
@@ -236,8 +285,9 @@ def sampled_softmax_loss(
       >>> loss.shape
       (2,)
     """
-    del name, seed
     caller = "fg.nn.sampled_softmax_loss(weights, biases, labels, inputs, num_sampled, ...)"
+    _checks.op_name(caller, name)
+    _checks.seed(caller, seed)
     logits, targets = _sampled_logits(
         caller, weights, biases, labels, inputs, num_sampled, num_classes, num_true,
         sampled_values, remove_accidental_hits, partition_strategy, key,

@@ -28,6 +28,15 @@ What ``compute_gradients`` gets: with ``indexed_slices``, a variable the loss re
 through gathers of whole rows has an ``fg.IndexedSlices`` gradient, as ``tf.gradients``
 gives (``funcgrad._core.sparse_reads``); a concrete id outside its table is an error that
 names the variable.  The scale helpers stay dense.
+
+An empty batch of ids: JAX folds a gather of no rows (``E[ids]``, ``jnp.take``) into a
+constant, so the loss's jaxpr does not read the table at all, where TensorFlow's graph
+keeps the gather and gives the table an empty ``IndexedSlices`` (with which Adam's sparse
+rule still decays its slots).  So where a variable comes back unconnected and an
+argument of the loss holds an array with no element, the loss is traced once more with
+each such array given one element in its empty dimensions (:func:`_empty_reads`): a
+variable that this batch of one reads only by whole rows that reach the loss gets an
+empty ``IndexedSlices``.  A loss that does not run at that batch keeps its ``None``.
 """
 
 from __future__ import annotations
@@ -39,10 +48,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from funcgrad._core import sparse_reads
+from funcgrad._core.connectivity import connected_equations
 from funcgrad._core.connectivity import is_differentiable
 from funcgrad._core.differentiate import differentiate
-from funcgrad._core.sparse_reads import check_all_ids
+from funcgrad._core.differentiate import trace
 from funcgrad._core.taps import Frame
 from funcgrad._core.taps import bound
 from funcgrad._types import PyTree
@@ -51,6 +63,7 @@ from funcgrad._types import non_arrays
 from funcgrad._types import replace_at
 from funcgrad.diagnostics import explain_unconnected
 from funcgrad.diagnostics import format_unconnected
+from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _var_list
 from funcgrad.train._var_list import VarList
 from funcgrad.train._variables import Flat
@@ -199,13 +212,21 @@ def value_and_grads(
     leaves = [jnp.asarray(v) for v in values]
     wrt = [is_differentiable(v.dtype) for v in leaves]
     # Taps in loss_fn belong to this call, as inside fg.value_and_gradients.
-    fun = bound(loss_of, jax.tree.structure(tuple(leaves)), Frame(caller))
+    fun_tree = jax.tree.structure(tuple(leaves))
+    fun = bound(loss_of, fun_tree, Frame(caller))
     result = differentiate(caller, fun, leaves, wrt, grad_loss, has_aux, indexed_slices)
     out = (result.ys, result.aux) if has_aux else result.ys
     grads = result.grads
     names = [n for n, s in zip(variable_names(flat.params), selected, strict=True) if s]
     if indexed_slices:
-        check_all_ids(caller, grads, names)
+        unconnected = [j for j, g in enumerate(grads) if g is None and wrt[j] and leaves[j].ndim]
+        if unconnected and any(_is_empty(x) for x in jax.tree.leaves(args_kwargs)):
+            padded = jax.tree.map(_one_element, args_kwargs)
+            probe = _loss_of(caller, loss_fn, flat, chosen, padded, has_aux, None, fix)
+            probe_fun = bound(probe, fun_tree, Frame(caller))
+            empty = _empty_reads(caller, probe_fun, leaves, unconnected, has_aux)
+            grads = [empty.get(j, g) for j, g in enumerate(grads)]
+        sparse_reads.check_all_ids(caller, grads, names)
 
     def why() -> str:
         loss_only = (lambda *v: loss_of(*v)[0]) if has_aux else loss_of
@@ -214,6 +235,41 @@ def value_and_grads(
 
     it = iter(grads)
     return out, [next(it) if s else None for s in selected], why
+
+
+def _is_empty(x: Any) -> bool:
+    """Whether ``x`` is an array of a NumPy dtype with no element (an empty batch)."""
+    return is_array(x) and isinstance(jnp.result_type(x), np.dtype) and 0 in jnp.shape(x)
+
+
+def _one_element(x: Any) -> Any:
+    """``x`` given one element (zero) in each empty dimension, if it is empty."""
+    return jnp.zeros([d or 1 for d in jnp.shape(x)], jnp.result_type(x)) if _is_empty(x) else x
+
+
+def _empty_reads(
+    caller: str,
+    fun: Callable[..., Any],
+    leaves: list[jax.Array],
+    candidates: list[int],
+    has_aux: bool,
+) -> dict[int, IndexedSlices]:
+    """An empty ``fg.IndexedSlices`` for each of ``leaves[candidates]`` that ``fun`` (the
+    loss at a batch of one) reads only by whole rows reaching the loss; none if it does
+    not run."""
+    try:
+        traced = trace(caller, fun, leaves, None, has_aux)
+    except Exception:  # the loss does not run at a batch of one: nothing to learn from it
+        return {}
+    reach, _ = connected_equations(traced.closed.jaxpr, traced.outputs)
+    tables = [j for j in candidates if reach[j]]
+    found = sparse_reads.find(traced.closed, tables)
+    out = {}
+    for t in found.tables:
+        ids = next(r.id_dtype for r in found.reads if t in r.tables)
+        x = leaves[t]
+        out[t] = IndexedSlices(jnp.zeros((0, *x.shape[1:]), x.dtype), jnp.zeros(0, ids), x.shape)
+    return out
 
 
 #: The fix named by the scale helpers, which take no ``has_aux``.

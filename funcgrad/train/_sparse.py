@@ -44,7 +44,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from funcgrad.indexed_slices import IndexedSlices
@@ -110,23 +109,6 @@ def gather(table: jax.Array, rows: Rows) -> jax.Array:
 def scatter(table: jax.Array, rows: Rows, new: jax.Array) -> jax.Array:
     """``table`` with the rows at ``rows.indices`` set to ``new``; padding writes nothing."""
     return table.at[rows.indices].set(new.astype(table.dtype), mode="drop", indices_are_sorted=True)
-
-
-def check_ids(caller: str, name: str, slices: IndexedSlices) -> None:
-    """Raise for an id outside the table, when the ids are known (outside ``jax.jit``)."""
-    if isinstance(slices.indices, jax.core.Tracer):
-        return
-    ids = np.asarray(slices.indices)
-    rows = slices.dense_shape[0]
-    bad = np.flatnonzero((ids < 0) | (ids >= rows))
-    if bad.size:
-        k = int(bad[0])
-        raise ValueError(
-            f"{caller}: the IndexedSlices gradient of {name!r} (a table of {rows} rows, "
-            f"shape {slices.dense_shape}) has id {int(ids[k])} at position {k}, outside "
-            f"[0, {rows}) ({bad.size} such ids); fix the ids the loss looks up — under "
-            "jax.jit such rows are dropped, never written into another row."
-        )
 
 
 def _owners(

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from funcgrad._core import sparse_reads
 from funcgrad._types import GradsAndVars
 from funcgrad._types import PyTree
 from funcgrad.indexed_slices import IndexedSlices
@@ -440,9 +441,7 @@ class Optimizer:
             raise _pairs.no_gradients(caller, [n for n, t in zip(names, trained, strict=True) if t])
         slots = self._slots(caller, state)
         _habits.check_slots(caller, slots, self._init_structure(flat, trained), call)
-        for name, g in zip(names, grads, strict=True):
-            if isinstance(g, IndexedSlices):
-                _sparse.check_ids(caller, name, g)
+        sparse_reads.check_all_ids(caller, grads, names)
         options = self._step_options(caller, state.params, slots, state.global_step)
         rule = self.sparse_rule
         if rule is None:  # a plain optax transformation: TF's dense fallback

@@ -45,7 +45,7 @@ def _shards(table, n):
     return {"mod": mod, "div": div}
 
 
-@pytest.mark.parametrize("max_norm", [None, 1.5])
+@pytest.mark.parametrize("max_norm", [None, 0.8])  # rows of norm 0.4 to 1.4
 @pytest.mark.parametrize("strategy", ["mod", "div"])
 @pytest.mark.parametrize("n", [1, 3, 4])
 def test_embedding_lookup_over_shards(run_tf1, tf, n, strategy, max_norm):
@@ -63,7 +63,7 @@ def test_embedding_lookup_over_shards(run_tf1, tf, n, strategy, max_norm):
     want, want_grads = run_tf1(build)
 
     def f(ss):
-        return fg.nn.embedding_lookup(list(ss), ids, strategy, max_norm)
+        return fg.nn.embedding_lookup(list(ss), ids, strategy, max_norm=max_norm)
 
     _check(f, shards, cot, want, want_grads)
 
@@ -266,3 +266,94 @@ def test_sparse_lookups_clip_each_row_to_max_norm(run_tf1, tf, safe):
         )  # fmt: skip
 
     _check(f, shards, cot, want, want_grads, scale=4)
+
+
+PARTITIONED_BATCHES = [np.array(b, np.int32) for b in ([9, 0, 5], [1, 1, 4], [6, 2], [3, 3, 9])]
+
+
+@pytest.mark.parametrize("strategy", ["mod", "div"])
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        pytest.param("MomentumOptimizer", {"learning_rate": 0.1, "momentum": 0.9}, id="momentum"),
+        pytest.param("RMSPropOptimizer", {"learning_rate": 0.05}, id="rmsprop"),
+    ],
+)
+def test_a_restored_partitioned_table_trains_as_tensorflows(tf, tmp_path, name, kwargs, strategy):
+    """A TF1 table made by fixed_size_partitioner(3), trained one step and saved by TF;
+    funcgrad restores it whole and trains it by the documented recipe
+    (embedding_lookup over jnp.array_split(table, 3)): the table's gradient is the rows of
+    the ids, so the rows no id touches keep still, as in TensorFlow's parts (the recipe's
+    dense gradient moved them)."""
+    tf1 = tf.compat.v1
+    prefix = str(tmp_path / "model.ckpt")
+    want = []
+    with tf.Graph().as_default():
+        table = tf1.get_variable(
+            "embedding", (10, 3), initializer=tf1.random_normal_initializer(seed=1),
+            partitioner=tf1.fixed_size_partitioner(3),
+        )  # fmt: skip
+        ids = tf1.placeholder(tf.int32, [None])
+        rows = tf1.nn.embedding_lookup(table, ids, partition_strategy=strategy)
+        loss = tf.reduce_sum(tf.square(tf.tanh(tf.matmul(rows, W[:3])) - 0.5))
+        step = tf1.train.get_or_create_global_step()
+        train = getattr(tf1.train, name)(**kwargs).minimize(loss, global_step=step)
+        whole = tf.concat(list(table), 0)
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            sess.run(train, {ids: PARTITIONED_BATCHES[0]})
+            tf1.train.Saver().save(sess, prefix)
+            for batch in PARTITIONED_BATCHES[1:]:
+                sess.run(train, {ids: batch})
+                want.append(sess.run(whole))
+
+    opt = getattr(fg.train, name)(**kwargs)
+    state = fg.train.restore_tf_checkpoint(prefix, opt.init({"embedding": jnp.zeros((10, 3))}), opt)
+
+    def loss_fn(params, ids):
+        parts = jnp.array_split(params["embedding"], 3)  # fixed_size_partitioner's parts
+        rows = fg.nn.embedding_lookup(parts, ids, strategy)
+        return jnp.sum(jnp.square(jnp.tanh(rows @ W[:3]) - 0.5))
+
+    step = jax.jit(lambda s, ids: opt.minimize(loss_fn, s, ids)[0])
+    for k, (batch, table) in enumerate(zip(PARTITIONED_BATCHES[1:], want, strict=True)):
+        state = step(state, batch)
+        np.testing.assert_allclose(
+            state.params["embedding"], table, rtol=1e-5, atol=1e-6, err_msg=f"step {k + 2}"
+        )
+
+
+@pytest.mark.parametrize("num_true", [1, 2])
+@pytest.mark.parametrize("loss", ["nce_loss", "sampled_softmax_loss"])
+def test_accidental_hits_of_a_class_drawn_twice(run_tf1, tf, loss, num_true):
+    """Candidates drawn with unique=False repeat: TensorFlow's compute_accidental_hits
+    removes a repeated class's last copy only (every copy was removed: nce_loss 1.18 off,
+    sampled_softmax_loss 0.07)."""
+    sampled = np.array([0, 3, 0, 1, 3, 2], np.int64)  # 0 and 3 twice
+    labels = np.array([[0, 3], [3, 3], [1, 0], [4, 2], [0, 5]], np.int64)[:, :num_true]
+    true_ec = RNG.uniform(0.2, 2.0, size=labels.shape).astype(np.float32)
+    sampled_ec = RNG.uniform(0.2, 2.0, size=sampled.shape).astype(np.float32)
+    cot = RNG.normal(size=(BATCH,)).astype(np.float32)
+
+    def build():
+        w, b, x = tf.constant(W), tf.constant(B), tf.constant(X)
+        drawn = (tf.constant(sampled), tf.constant(true_ec), tf.constant(sampled_ec))
+        out = getattr(tf.compat.v1.nn, loss)(
+            w, b, labels, x, len(sampled), NUM_CLASSES, num_true=num_true,
+            sampled_values=drawn, remove_accidental_hits=True,
+        )  # fmt: skip
+        return out, _tf_grads(tf, out, [w, b, x], cot)
+
+    want, want_grads = run_tf1(build)
+
+    def f(w, b, x):
+        return getattr(fg.nn, loss)(
+            w, b, labels, x, len(sampled), NUM_CLASSES, num_true=num_true,
+            sampled_values=(sampled, true_ec, sampled_ec), remove_accidental_hits=True,
+        )  # fmt: skip
+
+    _close(f(W, B, X), want, scale=30)
+    _close(jax.jit(f)(W, B, X), want, scale=30)
+    grads = jax.grad(lambda *a: jnp.sum(f(*a) * cot), argnums=(0, 1, 2))(W, B, X)
+    for got, g in zip(grads, want_grads, strict=True):
+        _close(got, g, scale=4)

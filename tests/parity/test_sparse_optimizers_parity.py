@@ -293,3 +293,42 @@ def test_minimize_of_the_ported_model(tf, name, kwargs) -> None:
     want = _tf_trajectory(tf, name, kwargs, tf.gather)
     for take in (lambda t, i: t[i], lambda t, i: jnp.take(t, i, axis=0)):
         _assert_same(_fg_minimize_trajectory(getattr(fg.train, name)(**kwargs), take), want)
+
+
+EMPTY_BATCHES = [np.array([1, 2, 2], np.int32), np.zeros(0, np.int32), np.array([3, 1], np.int32)]
+
+
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        pytest.param("AdamOptimizer", {"learning_rate": 0.1}, id="adam"),
+        pytest.param("MomentumOptimizer", {"learning_rate": 0.1, "momentum": 0.9}, id="momentum"),
+    ],
+)
+def test_an_empty_batch_of_ids(tf, name, kwargs) -> None:
+    """A step whose batch has no id: TensorFlow's gather gives the table an empty
+    IndexedSlices, with which Adam's sparse rule still decays its moments and moves every
+    row touched before (Momentum's moves nothing).  The table is the only variable."""
+    want = []
+    with tf.Graph().as_default():
+        table = tf.compat.v1.Variable(E0)
+        ids = tf.compat.v1.placeholder(tf.int32, [None])
+        loss = tf.reduce_sum(tf.square(tf.tanh(tf.matmul(tf.gather(table, ids), W0))))
+        train = getattr(tf.compat.v1.train, name)(**kwargs).minimize(loss)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            for batch in EMPTY_BATCHES:
+                sess.run(train, {ids: batch})
+                want.append(sess.run(table))
+    assert np.array_equal(want[1], want[0]) == (name == "MomentumOptimizer")
+
+    opt = getattr(fg.train, name)(**kwargs)
+
+    def step(state, ids):
+        return opt.minimize(lambda e, i: jnp.sum(jnp.square(jnp.tanh(e[i] @ W0))), state, ids)[0]
+
+    for run in (step, jax.jit(step)):
+        state = opt.init(jnp.asarray(E0))
+        for k, (batch, table) in enumerate(zip(EMPTY_BATCHES, want, strict=True)):
+            state = run(state, jnp.asarray(batch))
+            np.testing.assert_allclose(state.params, table, **TOL, err_msg=f"after step {k + 1}")

@@ -22,11 +22,12 @@ def ulps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def within_tensorflows_error(
-    want: np.ndarray, got: np.ndarray, exact: np.ndarray, ulps: int, scale: float = 0.0
+    want: np.ndarray, got: np.ndarray, exact: np.ndarray, ulps: int, scale: object = 0.0
 ) -> np.ndarray:
     """Whether funcgrad is no further from the exact value than TensorFlow is on this CPU,
     plus ``ulps`` units of float32 rounding (the rule of ``tests/README.md``), counted at
-    the value's magnitude or at ``scale``, that of the terms that cancel into it.
+    the value's magnitude or at ``scale`` (one, or one per value), that of the terms that
+    cancel into it.
 
     Where the float64 reference is not a finite float32 number, TensorFlow's value is the
     reference: ``got`` within ``ulps`` of ``want``.
@@ -42,16 +43,18 @@ def within_tensorflows_error(
 
 
 def assert_as_close_as_tensorflow(
-    got: object, want: object, exact: object, ulps: int = 4, err_msg: str = ""
+    got: object, want: object, exact: object, ulps: int = 4, err_msg: str = "", scale: object = 0.0
 ) -> None:
-    """Assert ``got`` (funcgrad) is within TensorFlow's error of ``exact``, plus ``ulps``.
+    """Assert ``got`` (funcgrad) is within TensorFlow's error of ``exact``, plus ``ulps``
+    at the magnitude of the value or at ``scale`` (:func:`within_tensorflows_error`).
 
     Non-finite entries must match TensorFlow's exactly (NaN for NaN, inf of the same sign).
     """
     got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
     exact = np.broadcast_to(np.asarray(exact, np.float64), want.shape)
     same = (np.isnan(want) & np.isnan(got)) | (want == got)
-    same |= np.isfinite(want) & np.isfinite(got) & within_tensorflows_error(want, got, exact, ulps)
+    close = within_tensorflows_error(want, got, exact, ulps, scale)
+    same |= np.isfinite(want) & np.isfinite(got) & close
     bad = np.flatnonzero(~same.ravel())
     assert not bad.size, f"{err_msg}: " + "; ".join(
         f"[{i}] funcgrad {got.ravel()[i]!r}, TensorFlow {want.ravel()[i]!r}, "

@@ -78,7 +78,10 @@ def test_equinox_dropout_key_as_a_keyword_and_its_p_stays() -> None:
     state = opt.apply_gradients(gvs, state)
     expected = eqx.filter_grad(loss_fn)(model, X, Y, key=jax.random.key(2))
     named = dict(zip(fg.train.variable_names(model), gvs, strict=True))
-    np.testing.assert_allclose(named["layers/0/weight"][0], expected.layers[0].weight, rtol=1e-6)
+    # a mean over the batch: rounded at the scale of its largest terms, not of each entry
+    want = expected.layers[0].weight
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(named["layers/0/weight"][0], want, rtol=1e-6, atol=1e-6 * scale)
     assert named["layers/2/p"][0] is None  # equinox stops Dropout's p gradient
     assert state.params.layers[2].p == 0.25 and state.params.layers[2].inference is False
 

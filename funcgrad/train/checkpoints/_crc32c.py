@@ -12,6 +12,11 @@ where its C extension is installed; elsewhere the NumPy implementation below (so
 650 MB/s; faster than that package's pure-Python fallback), which tests also use as the
 reference for the library.
 
+Parts: the CRC register is linear in the bytes, so the CRC-32C of a message can be put
+together from the registers of its parts, each computed where the part is
+(:func:`raw`, :func:`shift`, :func:`finish`): how a checkpoint of an array spread over
+several hosts is checked without bringing it to one.
+
 What it assumes: nothing of its input; any bytes-like object or C-contiguous NumPy array.
 """
 
@@ -138,6 +143,26 @@ def numpy_crc32c(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0
         padded = np.concatenate([np.zeros(pad, np.uint8), chunk]) if pad else chunk
         register = _shift(register, chunk.size) ^ _lanes(padded)
     return register ^ 0xFFFFFFFF
+
+
+def raw(data: bytes | bytearray | memoryview | np.ndarray, register: int = 0) -> int:
+    """The CRC register after ``data``, from ``register``, with neither the initial value
+    nor the final complement: linear in the bytes, so the registers of the parts of a
+    message, each moved past the bytes after it (:func:`shift`), XOR to the message's;
+    :func:`finish` makes that its CRC-32C.  (Zero bytes from a zero register leave it 0:
+    a part's register is that of the message with every byte outside the part zero.)"""
+    return crc32c(data, register ^ 0xFFFFFFFF) ^ 0xFFFFFFFF
+
+
+def shift(register: int, n: int) -> int:
+    """The raw register after ``n`` more zero bytes (some microseconds, whatever ``n``)."""
+    return _shift(register, n)
+
+
+def finish(register: int, size: int) -> int:
+    """The CRC-32C of a message of ``size`` bytes whose raw register from 0 is
+    ``register`` (:func:`raw`)."""
+    return _shift(0xFFFFFFFF, size) ^ register ^ 0xFFFFFFFF
 
 
 def mask(crc: int) -> int:

@@ -16,16 +16,15 @@ checkpoint at ``prefix``, a format unchanged since TensorFlow 1.1 (bundle versio
 * ``prefix.data-SSSSS-of-NNNNN``: the tensors' little-endian, C-order bytes, back to back.
 * ``checkpoint`` beside them: a text ``CheckpointState`` naming the latest prefix.
 
-What it writes: one shard, the same bytes TensorFlow writes for the same tensors
-(tensors in name order, which is what a ``Saver`` passes), data then index to temporary
-names, fsynced, then renamed into place, the previous pair kept until the new one is
-complete (``_tf_files``' design note), so a save killed at any instant leaves the old
-checkpoint or the new one.
+What it writes: a data file (:func:`write_data`), the same bytes TensorFlow writes for the
+same tensors, and an index (:func:`index_table`) of the entries of one data file or of
+several; ``_tf_job`` decides what goes where and puts them in place (``_tf_files``).
 
 How it streams: a reader reads one tensor per :meth:`BundleReader.read`, into a fresh
-64-byte-aligned buffer (which ``jax.device_put`` on a CPU takes over without a copy);
-:func:`write_bundle` takes a tensor or a function that makes it, and makes, checksums and
-writes each before the next.  CRC32C: ``_crc32c`` (the CPU's instruction).
+64-byte-aligned buffer (which ``jax.device_put`` on a CPU takes over without a copy), or
+in runs of rows (:meth:`BundleReader.chunks`) for a restore that keeps only a part;
+:func:`write_data` makes, checksums and writes each tensor before the next is made.
+CRC32C: ``_crc32c`` (the CPU's instruction).
 
 What it reads: any number of shards; every fixed-size numeric dtype and bool; a
 partitioned variable's slices as one array (``_tf_slices``, which also writes them).
@@ -53,24 +52,24 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
-from collections.abc import Mapping
 from io import FileIO
-from pathlib import Path
-from typing import Any
-from typing import NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 
 from funcgrad.train.checkpoints import _tf_files
+from funcgrad.train.checkpoints import _tf_proto
 from funcgrad.train.checkpoints import _tf_slices
 from funcgrad.train.checkpoints._crc32c import crc32c
 from funcgrad.train.checkpoints._crc32c import mask
+from funcgrad.train.checkpoints._processes import Box
 from funcgrad.train.checkpoints._tf_files import CheckpointFormatError as CheckpointFormatError
 from funcgrad.train.checkpoints._tf_files import damaged
+from funcgrad.train.checkpoints._tf_proto import DTYPES as DTYPES
+from funcgrad.train.checkpoints._tf_proto import Cursor
+from funcgrad.train.checkpoints._tf_proto import Entry
+from funcgrad.train.checkpoints._tf_proto import varint
 
 #: The largest index read, in bytes: 256 MiB, some two million tensors (TensorFlow 1.x
 #: models hold thousands); a larger file is refused by its size before it is read.
@@ -79,167 +78,10 @@ INDEX_LIMIT = 1 << 28
 _STATE_LIMIT = 1 << 24
 _PREFIX_FIX = "pass the prefix of a checkpoint, e.g. 'train/model.ckpt-1000'"
 
-# TensorFlow's DataType enum -> NumPy dtype, for the types a bundle entry may hold here.
-DTYPES: dict[int, np.dtype] = {
-    1: np.dtype("<f4"), 2: np.dtype("<f8"), 3: np.dtype("<i4"), 4: np.dtype("u1"),
-    5: np.dtype("<i2"), 6: np.dtype("i1"), 8: np.dtype("<c8"), 9: np.dtype("<i8"),
-    10: np.dtype("?"), 14: np.dtype(jnp.bfloat16), 17: np.dtype("<u2"),
-    18: np.dtype("<c16"), 19: np.dtype("<f2"), 22: np.dtype("<u4"), 23: np.dtype("<u8"),
-}  # fmt: skip
-_ENUMS = {dtype: enum for enum, dtype in DTYPES.items()}
-
-
-class _Cursor:
-    """Bounds-checked reads from a buffer; a failure names ``where``."""
-
-    def __init__(
-        self, buf: bytes | bytearray | memoryview, where: str, pos: int = 0, end: int = -1
-    ) -> None:
-        self.buf, self.where, self.pos = buf, where, pos
-        self.end = len(buf) if end < 0 else end
-
-    def fail(self, what: str) -> CheckpointFormatError:
-        return damaged(self.where, f"{what} at byte {self.pos} of a record")
-
-    def varint(self) -> int:
-        result = shift = 0
-        while True:
-            if self.pos >= self.end or shift > 63:
-                raise self.fail("a truncated or overlong varint")
-            b = self.buf[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return result & ((1 << 64) - 1)
-
-    def take(self, n: int) -> bytes:
-        if self.pos + n > self.end:
-            raise self.fail(f"{n} bytes wanted, {self.end - self.pos} left")
-        self.pos += n
-        return bytes(self.buf[self.pos - n : self.pos])
-
-
-def _fields(buf: bytes, where: str) -> Iterator[tuple[int, int | bytes]]:
-    """``(field number, value)`` of a protobuf message: varint and fixed32 as ints,
-    length-delimited as bytes (the wire types bundle protos use)."""
-    cursor = _Cursor(buf, where)
-    while cursor.pos < cursor.end:
-        key = cursor.varint()
-        wire = key & 7
-        if wire == 0:
-            yield key >> 3, cursor.varint()
-        elif wire == 2:
-            yield key >> 3, cursor.take(cursor.varint())
-        elif wire == 5:
-            yield key >> 3, struct.unpack("<I", cursor.take(4))[0]
-        elif wire == 1:
-            yield key >> 3, struct.unpack("<Q", cursor.take(8))[0]
-        else:
-            raise cursor.fail(f"a protobuf field of wire type {wire}")
-
-
-def _int(value: int | bytes, where: str) -> int:
-    """A varint field as a signed int64."""
-    if isinstance(value, bytes):
-        raise damaged(where, "a number field holds bytes")
-    return value - (1 << 64) if value >> 63 else value
-
-
-def _message(value: int | bytes, where: str) -> bytes:
-    if not isinstance(value, bytes):
-        raise damaged(where, "a message field holds a number")
-    return value
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out) + bytes([value])
-
-
-def _put_int(field: int, value: int) -> bytes:
-    return _varint(field << 3) + _varint(value) if value else b""
-
-
-def _put_bytes(field: int, value: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(value)) + value
-
-
-class Entry(NamedTuple):
-    """Where a tensor is (a ``BundleEntryProto``): ``dtype`` is TensorFlow's enum."""
-
-    dtype: int
-    shape: tuple[int, ...]
-    shard: int
-    offset: int
-    size: int
-    crc: int
-    sliced: bool
-
-    def encode(self) -> bytes:
-        dims = b"".join(_put_bytes(2, _put_int(1, d)) for d in self.shape)
-        head = _put_int(1, self.dtype) + _put_bytes(2, dims) + _put_int(3, self.shard)
-        tail = _put_int(4, self.offset) + _put_int(5, self.size)
-        return head + tail + struct.pack("<BI", 6 << 3 | 5, self.crc)  # fixed32 field 6
-
-
-def _entry(buf: bytes, where: str) -> Entry:
-    fields: dict[int, Any] = {1: 0, 3: 0, 4: 0, 5: 0, 6: 0}
-    shape: list[int] = []
-    sliced = False
-    for field, value in _fields(buf, where):
-        if field == 2:
-            for f, dim in _fields(_message(value, where), where):
-                if f == 3 and dim:
-                    raise damaged(where, "a tensor's shape has an unknown rank")
-                if f == 2:
-                    sizes = [
-                        _int(v, where) for g, v in _fields(_message(dim, where), where) if g == 1
-                    ]
-                    shape.append(sizes[-1] if sizes else 0)
-        elif field == 7:
-            sliced = True
-        elif field in fields:
-            fields[field] = _int(value, where)
-    entry = Entry(fields[1], tuple(shape), fields[3], fields[4], fields[5], fields[6], sliced)
-    if min(entry.shard, entry.offset, entry.size, *entry.shape) < 0:
-        raise damaged(where, "a negative size, offset or dimension")
-    return entry
-
-
-def _header(buf: bytes, where: str) -> int:
-    """The number of shards a ``BundleHeaderProto`` states, after TensorFlow's checks."""
-    shards, endianness, producer, min_consumer = 0, 0, 0, 0
-    for field, value in _fields(buf, where):
-        if field == 1:
-            shards = _int(value, where)
-        elif field == 2:
-            endianness = _int(value, where)
-        elif field == 3:
-            version = dict(_fields(_message(value, where), where))
-            producer = _int(version.get(1, 0), where)
-            min_consumer = _int(version.get(2, 0), where)
-    if producer < 0 or min_consumer > 1:
-        raise CheckpointFormatError(
-            f"{where}: a bundle of format version (producer {producer}, min_consumer "
-            f"{min_consumer}), newer than TensorFlow 2.21's (1); save it with the V2 format."
-        )
-    if endianness:
-        raise CheckpointFormatError(
-            f"{where}: written on a big-endian machine, which this reader does not support; "
-            "re-save it on a little-endian (x86, ARM) machine."
-        )
-    if shards < 1:
-        raise damaged(where, f"the header states {shards} shards")
-    return shards
-
-
 _MAGIC, _FOOTER, _BLOCK, _ALIGN = 0xDB4775248B80FB57, 48, 262144, 64
-#: Tensors from this size on are read into mapped memory (:func:`_aligned`); Linux's
+#: The bytes a restore into a sharded template reads at a time (:meth:`BundleReader.chunks`).
+_CHUNK = 1 << 24
+#: Tensors from this size on are read into mapped memory (:func:`aligned`); Linux's
 #: ``MADV_POPULATE_WRITE``, which Python's ``mmap`` does not name.
 _MAPPED, _MADV_POPULATE_WRITE = 1 << 20, 23
 
@@ -267,7 +109,7 @@ def _block(file: FileIO, size: int, handle: tuple[int, int], where: str) -> memo
 def _pairs(block: memoryview, where: str) -> Iterator[tuple[bytes, bytes]]:
     """The ``(key, value)`` pairs of a block (keys share prefixes with the one before)."""
     restarts = struct.unpack_from("<I", block, len(block) - 4)[0] if len(block) >= 4 else 0
-    cursor = _Cursor(block, where, end=len(block) - 4 - 4 * restarts)
+    cursor = Cursor(block, where, end=len(block) - 4 - 4 * restarts)
     if restarts < 1 or cursor.end < 0:
         raise cursor.fail("a block without restart points")
     key = b""
@@ -293,13 +135,13 @@ def _read_table(file: FileIO, size: int, where: str) -> list[tuple[bytes, bytes]
             f"{where}: not the index of a TensorFlow V2 checkpoint (no table footer); pass "
             "the prefix a tf.train.Saver wrote, e.g. 'model.ckpt-1000', of an intact copy."
         )
-    footer = _Cursor(tail, where, end=40)
+    footer = Cursor(tail, where, end=40)
     metaindex, index = (footer.varint(), footer.varint()), (footer.varint(), footer.varint())
     _block(file, size, metaindex, where)  # its CRC: a bundle's metaindex is empty (no filters)
     pairs: list[tuple[bytes, bytes]] = []
     end = 0
     for _, value in _pairs(_block(file, size, index, where), where):
-        cursor = _Cursor(value, where)
+        cursor = Cursor(value, where)
         handle = (cursor.varint(), cursor.varint())
         if handle[0] < end:
             raise damaged(where, f"the block at byte {handle[0]} overlaps the one before it")
@@ -325,7 +167,7 @@ class _BlockBuilder:
         else:
             while shared < min(len(key), len(self.last)) and key[shared] == self.last[shared]:
                 shared += 1
-        self.buf += _varint(shared) + _varint(len(key) - shared) + _varint(len(value))
+        self.buf += varint(shared) + varint(len(key) - shared) + varint(len(value))
         self.buf += key[shared:] + value
         self.last, self.count = key, self.count + 1
 
@@ -354,7 +196,7 @@ def _build_table(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
 
     def write(block: _BlockBuilder) -> bytes:
         contents = block.finish()
-        handle = _varint(len(out)) + _varint(len(contents))
+        handle = varint(len(out)) + varint(len(contents))
         out.extend(contents + struct.pack("<BI", 0, mask(crc32c(contents + b"\0"))))
         return handle
 
@@ -376,7 +218,8 @@ def _build_table(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
     return bytes(out + footer)
 
 
-def _data_path(prefix: str, shard: int, shards: int) -> str:
+def data_path(prefix: str, shard: int, shards: int) -> str:
+    """The name of a data file: ``prefix.data-00000-of-00001``."""
     return f"{prefix}.data-{shard:05d}-of-{shards:05d}"
 
 
@@ -402,7 +245,7 @@ class BundleReader:
             pairs = _read_table(file, size, where)
         if not pairs or pairs[0][0]:
             raise damaged(where, "the bundle header is missing")
-        self.shards = _header(pairs[0][1], where)
+        self.shards = _tf_proto.parse_header(pairs[0][1], where)
         self.entries: dict[str, Entry] = {}
         self.slices: dict[str, list[tuple[_tf_slices.Extents, Entry]]] = {}
         for key, value in pairs[1:]:
@@ -410,24 +253,66 @@ class BundleReader:
                 _tf_slices.add(self.slices, key, value, where)
             else:
                 name = key.decode("utf-8", "replace")
-                self.entries[name] = _entry(value, f"{where} [{name!r}]")
+                self.entries[name] = _tf_proto.parse_entry(value, f"{where} [{name!r}]")
 
     def _data(self, shard: int) -> str:
         """The data file of ``shard`` (the previous one, with the previous index)."""
-        path = _data_path(self.prefix, shard, self.shards)
-        if self.previous and path == _data_path(self.prefix, 0, 1):
-            return path + _tf_files.PREVIOUS
-        return path
+        path = data_path(self.prefix, shard, self.shards)
+        return path + _tf_files.PREVIOUS if self.previous else path
 
     def read(self, name: str) -> np.ndarray:
         """The tensor ``name`` as an array, its CRC32C verified."""
         entry, where = self.entries[name], f"{self.index} [{name!r}]"
         if entry.sliced:  # a partitioned variable: its slices make one array
-            return _tf_slices.assemble(self, name, entry.shape, where)
+            return _tf_slices.assemble(
+                self.read_entry, entry, self.slices.get(name, []), name, where
+            )
         return self.read_entry(entry, where, name)
+
+    def pieces(self, name: str, where: str) -> list[tuple[Box, Entry]]:
+        """Where the tensor ``name`` is stored: its one entry, as the box of all of it, or
+        its slices' (checked to cover it exactly, ``_tf_slices.boxes``)."""
+        entry = self.entries[name]
+        if entry.sliced:
+            return _tf_slices.boxes(entry, self.slices.get(name, []), where)
+        return [(tuple((0, d) for d in entry.shape), entry)]
 
     def read_entry(self, entry: Entry, where: str, name: str) -> np.ndarray:
         """The data of ``entry`` (of the tensor ``name``), its CRC32C verified."""
+        file, path, dtype = self._open(entry, where, name)
+        with file:
+            out = aligned(entry.size).view(dtype).reshape(entry.shape)
+            _fill(file, path, entry, name, out)
+        return out
+
+    def read_into(self, entry: Entry, where: str, name: str, out: np.ndarray) -> None:
+        """Fill ``out`` (a C-contiguous array of the entry's dtype and shape) with the
+        data of ``entry``, its CRC32C verified."""
+        file, path, _ = self._open(entry, where, name)
+        with file:
+            _fill(file, path, entry, name, out)
+
+    def chunks(self, entry: Entry, where: str, name: str) -> Iterator[tuple[int, np.ndarray]]:
+        """The data of ``entry`` in runs of whole rows of its first axis (some
+        :data:`_CHUNK` bytes each), as ``(first row, rows)``, in order; its CRC32C is
+        checked after the last run is given, so the runs are kept only once this ends."""
+        file, path, dtype = self._open(entry, where, name)
+        shape, crc = entry.shape, 0
+        total = shape[0] if shape else 1  # a scalar: one row
+        row = math.prod(shape[1:]) * dtype.itemsize
+        step = max(1, _CHUNK // row) if row else max(1, total)
+        with file:
+            for first in range(0, total, step):
+                rows = min(step, total - first)
+                buf = _tf_files.read_at(file, entry.offset + first * row, rows * row, path)
+                crc = crc32c(buf, crc)
+                yield first, np.frombuffer(buf, dtype).reshape((rows, *shape[1:]) if shape else ())
+        if mask(crc) != entry.crc:
+            raise damaged(path, f"{name!r} fails its CRC32C check")
+
+    def _open(self, entry: Entry, where: str, name: str) -> tuple[FileIO, str, np.dtype]:
+        """The data file of ``entry`` opened, its name, and the dtype of the data, once the
+        entry is checked against its shape, the shards and the file's size."""
         dtype = DTYPES.get(entry.dtype)
         if dtype is None:
             raise CheckpointFormatError(
@@ -443,22 +328,24 @@ class BundleReader:
             raise CheckpointFormatError(
                 f"{where}: its data file {path} is missing; copy it beside the index."
             ) from None
-        with file:
-            end = entry.offset + entry.size
-            if end > size:
-                raise damaged(
-                    path,
-                    f"{name!r} is bytes {entry.offset}..{end}, but it ends at {size}",
-                    "truncated",
-                )
-            buf = _aligned(entry.size)
-            _tf_files.read_into(file, entry.offset, buf.data, path)
-        if mask(crc32c(buf)) != entry.crc:
-            raise damaged(path, f"{name!r} fails its CRC32C check")
-        return buf.view(dtype).reshape(entry.shape)
+        end = entry.offset + entry.size
+        if end > size:
+            file.close()
+            raise damaged(
+                path, f"{name!r} is bytes {entry.offset}..{end}, but it ends at {size}", "truncated"
+            )
+        return file, path, dtype
 
 
-def _aligned(size: int) -> np.ndarray:
+def _fill(file: FileIO, path: str, entry: Entry, name: str, out: np.ndarray) -> None:
+    """Read the data of ``entry`` from ``file`` into ``out``; check its CRC32C."""
+    buf = out.reshape(-1).view(np.uint8)
+    _tf_files.read_into(file, entry.offset, buf.data, path)
+    if mask(crc32c(buf)) != entry.crc:
+        raise damaged(path, f"{name!r} fails its CRC32C check")
+
+
+def aligned(size: int) -> np.ndarray:
     """A writable ``uint8`` buffer at a 64-byte boundary, where ``jax.device_put`` on a CPU
     takes the memory over instead of copying it.  A large one is mapped and, where Linux
     can (5.14+), made present in one call: a fault per 4 KiB page as the file is read into
@@ -473,54 +360,33 @@ def _aligned(size: int) -> np.ndarray:
     return raw[start : start + size]
 
 
-def _little_endian(value: np.ndarray | Callable[[], np.ndarray]) -> np.ndarray:
-    """A tensor to write, made now if given as a function, as C-order little-endian."""
-    array = np.asarray(value() if callable(value) else value)
-    return np.asarray(array, array.dtype.newbyteorder("<"), order="C")
+def write_data(
+    path: str, pieces: Iterable[tuple[bytes, np.ndarray]], shard: int
+) -> tuple[str, list[tuple[bytes, bytes]]]:
+    """Write ``pieces`` (a key and an array each, made as the iterable is read) to a fresh
+    temporary file beside ``path``, the data file of ``shard``, each made, checksummed and
+    written before the next is made; return its name and each piece's key and entry."""
+    entries: list[tuple[bytes, bytes]] = []
 
-
-def write_bundle(
-    prefix: str,
-    tensors: Mapping[str, np.ndarray | Callable[[], np.ndarray]],
-    partitions: Mapping[str, int] | None = None,
-) -> None:
-    """Write ``tensors`` (numeric or bool arrays, by non-empty name) as one shard; each
-    that ``partitions`` names in that many slices, as a partitioned variable.
-
-    A value may be a function that returns the array: each is then made, checksummed and
-    written before the next is made, so a state on a device is copied to the host one
-    tensor at a time.  The data are written in the order of the names, a partitioned
-    tensor's slices in their order at its name's place, as TensorFlow's Saver writes them."""
-    parts = dict(partitions or {})
-    entries = [(b"", _put_int(1, 1) + _put_bytes(3, _put_int(1, 1)))]
-
-    def pieces() -> Iterator[memoryview]:
+    def raw() -> Iterator[memoryview]:
         offset = 0
-        for name in sorted(tensors):
-            array = _little_endian(tensors[name])
-            if name in parts:
-                full, items = _tf_slices.split(name, array, parts[name], _ENUMS[array.dtype])
-                entries.append((name.encode(), full))
-            else:
-                items = [(name.encode(), array)]
-            for key, piece in items:
-                raw = np.ascontiguousarray(piece).reshape(-1).view(np.uint8)
-                crc = mask(crc32c(raw))
-                entry = Entry(_ENUMS[piece.dtype], piece.shape, 0, offset, raw.size, crc, False)
-                entries.append((key, entry.encode()))
-                offset += raw.size
-                yield raw.data
+        for key, piece in pieces:
+            array = np.asarray(piece, piece.dtype.newbyteorder("<"), order="C")
+            data = array.reshape(-1).view(np.uint8)
+            crc = mask(crc32c(data))
+            enum = _tf_proto.ENUMS[array.dtype]
+            entries.append(
+                (key, Entry(enum, array.shape, shard, offset, data.size, crc, False).encode())
+            )
+            offset += data.size
+            yield data.data
 
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    index, data = prefix + ".index", _data_path(prefix, 0, 1)
-    _tf_files.remove_leftovers(index, data)
-    new_data = _tf_files.temporary(data, pieces())
-    try:
-        new_index = _tf_files.temporary(index, [_build_table(sorted(entries))])
-    except BaseException:
-        Path(new_data).unlink()
-        raise
-    _tf_files.replace_pair(index, data, new_index, new_data)
+    return _tf_files.temporary(path, raw()), entries
+
+
+def index_table(shards: int, entries: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The index of a bundle of ``shards`` data files holding ``entries`` (key, entry)."""
+    return _build_table(sorted([(b"", _tf_proto.header(shards)), *entries]))
 
 
 _STATE_FILE = "checkpoint"

@@ -7,43 +7,58 @@ directory, a FIFO, or a device such as ``/dev/zero`` (which has no end) is refus
 a byte is read — and only the byte ranges asked for are read, each checked against the
 file's size first.  Nothing is read without a bound.
 
-What it guarantees a writer (:func:`replace_pair`): TensorFlow's two files of a
-checkpoint, ``prefix.index`` and ``prefix.data-00000-of-00001``, have fixed names, so
-one rename cannot swap both.  They are replaced so that whenever ``prefix.index`` exists
-it belongs with the data file beside it, and whenever it does not, the pair it had
-before is complete under ``.previous`` names:
+What it guarantees a writer (:func:`replace`): TensorFlow's files of a checkpoint,
+``prefix.index`` and its data files ``prefix.data-00000-of-00001`` (or, written by
+several processes, ``prefix.data-00000-of-00002``, ``prefix.data-00001-of-00002``, ...),
+have fixed names, so one rename cannot swap them all.  They are replaced so that whenever
+``prefix.index`` exists it belongs with the data files beside it, and whenever it does
+not, the checkpoint it had before is complete under ``.previous`` names:
 
 1. the new files are written under temporary names
    (``<name>.tempstate<32 hex digits>-<pid>-<host>``: the writer's process id, and 8 hex
    digits of a hash of its host name) and fsynced;
-2. the old data file is linked (copied where the file system has no hard links) to
-   ``prefix.data-00000-of-00001.previous``, then the old index renamed to
-   ``prefix.index.previous``: from here ``prefix.index`` is missing and the previous pair
-   complete;
-3. the new data file is renamed into place, then the new index;
-4. the ``.previous`` files are removed.
+2. each old data file is linked (copied where the file system has no hard links) to
+   ``<its name>.previous``, then the old index renamed to ``prefix.index.previous``: from
+   here ``prefix.index`` is missing and the previous checkpoint complete;
+3. the new data files are renamed into place, then the new index;
+4. the old data files the new index does not name (of another number of shards) and the
+   ``.previous`` files are removed.
 
 A reader that finds no ``prefix.index`` but a ``prefix.index.previous`` reads the previous
-pair (:func:`index_of`), so a save killed at any instant leaves a prefix that restores to
-its old values or to its new ones, never a pair that fails its checksums.  A save first
-removes what earlier killed saves left (:func:`remove_leftovers`): of the same prefix, its
-temporary files (only names of the pattern above, a copy's ``.previous.tempstate...``
-and those named before the pid and host were, ``<name>.tempstate<32 hex digits>``,
-included) and ``.previous`` files once ``prefix.index`` exists again; of any prefix in
-the directory (and of its ``checkpoint`` file), the temporary files whose writer is
-provably dead: written on this host by a process id that no process has now.  A live
-writer's files are never removed (its pid runs), nor another host's (its pids cannot be
-checked here), nor files of a pid that was reused (it runs): they wait for a later save.
+checkpoint (:func:`index_of`), so a save killed at any instant leaves a prefix that
+restores to its old values or to its new ones, never files that fail their checksums.
 
-What it assumes: one process saves a given prefix at a time (as with TensorFlow's
-``Saver``); a rename within a directory is atomic (POSIX, and NTFS's ``MoveFileEx``);
+One save of a prefix at a time (:func:`locked`): a save holds an exclusive ``flock`` on
+``prefix.lock`` from before it removes leftovers until its index is in place, so a second
+program saving the same prefix waits, then saves whole after it (the last save wins, as
+two saves one after the other).  The lock file is removed when released; a save killed
+leaves it unlocked (the kernel releases a dead process's locks), holding the line
+:data:`_MARK`, until a later save in the directory takes it without waiting and removes
+it (a file of that name and another content is not ours, and stays).
+
+A save first removes what earlier killed saves left (:func:`remove_leftovers`): of the
+same prefix, its temporary files (only names of the pattern above, a copy's
+``.previous.tempstate...`` and those named before the pid and host were,
+``<name>.tempstate<32 hex digits>``, included: under the lock no live save of the prefix
+has any) and ``.previous`` files once ``prefix.index`` exists again; of any prefix in the
+directory (and of its ``checkpoint`` file), the temporary files whose writer is provably
+dead: written on this host by a process id that no process has now.  A live writer's files
+are never removed (its pid runs), nor another host's (its pids cannot be checked here),
+nor files of a pid that was reused (it runs): they wait for a later save.  Only regular
+files (and links) are removed: a directory of such a name is left alone.
+
+What it assumes: a rename within a directory is atomic (POSIX, and NTFS's ``MoveFileEx``);
 machines (and containers) that share a directory have host names of their own; a killed
-writer has been reaped by its parent (a zombie's pid still runs).  Outside POSIX, where a
-pid cannot be probed without side effects, no other prefix's file is removed.
+writer has been reaped by its parent (a zombie's pid still runs); the file system honours
+``flock`` (local disks; NFS since Linux 2.6.12, as POSIX locks).  Where it does not, or
+outside POSIX, saves of one prefix are not serialized: one program saves a prefix at a
+time, as with TensorFlow's ``Saver``.  Outside POSIX, where a pid cannot be probed
+without side effects, no other prefix's file is removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -51,10 +66,24 @@ import socket
 import stat
 import uuid
 from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
 from io import FileIO
 from pathlib import Path
+from types import ModuleType
+
+fcntl: ModuleType | None
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None
 
 PREVIOUS = ".previous"
+LOCK = ".lock"
+#: What a lock file holds while its save runs: how a stale one is known for ours.
+_MARK = b"funcgrad: a save of this checkpoint holds this lock\n"
+#: A data file's name after its prefix's.
+_DATA = r"\.data-\d{5}-of-\d{5}"
 #: This host, as temporary names carry it: 8 hex digits of a hash of its name.
 _HOST = hashlib.blake2s(socket.gethostname().encode(), digest_size=4).hexdigest()
 #: A temporary name's end: since the pid and host were added, and before.
@@ -157,29 +186,113 @@ def _dead(pid: int, host: str) -> bool:
     return False
 
 
-def remove_leftovers(index: str, data: str) -> None:
-    """Remove what killed saves left: this pair's temporary files, and its ``.previous``
-    pair when ``index`` exists (the save that made them completed); and the temporary
-    files of any prefix in the directory whose writer is dead (:func:`_dead`)."""
-    for path in (index, data):
-        if os.path.isdir(path):
-            raise CheckpointFormatError(
-                f"{path} is a directory where the checkpoint's file goes; remove it, or "
-                "save to another prefix."
-            )
-    directory = os.path.dirname(os.path.abspath(index))
-    names = "|".join(re.escape(os.path.basename(p)) for p in (index, data))
-    pattern = re.compile(f"(?:{names})(?:{re.escape(PREVIOUS)})?{_TEMPORARY}")
+def _directory_error(path: str) -> CheckpointFormatError:
+    return CheckpointFormatError(
+        f"{path} is a directory where the checkpoint's file goes; remove it, or save to "
+        "another prefix."
+    )
+
+
+@contextlib.contextmanager
+def locked(prefix: str) -> Iterator[None]:
+    """Hold ``prefix``'s lock (the design note): wait for another save of ``prefix`` to
+    end, and keep the next one waiting until this block ends."""
+    path = prefix + LOCK
+    fd = _lock(path)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            Path(path).unlink(missing_ok=True)  # while held: a waiter sees it was replaced
+            os.close(fd)
+
+
+def _lock(path: str) -> int | None:
+    """A descriptor of ``path`` holding its exclusive ``flock``; ``None`` where there is no
+    ``flock`` (not POSIX, or a file system without locks)."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return None
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError:
+            raise _directory_error(path) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # ENOLCK, EOPNOTSUPP: no locks here
+            os.close(fd)
+            return None
+        if _current(fd, path):
+            os.ftruncate(fd, 0)
+            os.write(fd, _MARK)
+            return fd
+        os.close(fd)  # its holder removed it while we waited: lock the new one
+
+
+def _current(fd: int, path: str) -> bool:
+    """Whether ``fd`` is the file ``path`` names now."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _remove_stale_lock(path: str) -> None:
+    """Remove ``path`` if it is a lock file of a killed save: ours (:data:`_MARK`), and
+    held by nobody (taken here without waiting, then removed while held)."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _current(fd, path) and os.pread(fd, len(_MARK) + 1, 0) == _MARK:
+            os.unlink(path)
+    except OSError:  # held: a save runs
+        pass
+    finally:
+        os.close(fd)
+
+
+def _files(prefix: str) -> list[tuple[str, str]]:
+    """``(name, path)`` of each entry in ``prefix``'s directory."""
+    directory = os.path.dirname(prefix) or "."
     with os.scandir(directory) as entries:
-        for entry in entries:
-            owner = _OWNED.fullmatch(entry.name)
-            if pattern.fullmatch(entry.name) or (
-                owner and _dead(int(owner.group(1)), owner.group(2))
-            ):
-                Path(entry.path).unlink(missing_ok=True)
-    if os.path.lexists(index):
-        for path in (index, data):
-            Path(path + PREVIOUS).unlink(missing_ok=True)
+        return [(e.name, os.path.join(os.path.dirname(prefix), e.name)) for e in entries]
+
+
+def data_files(prefix: str) -> list[str]:
+    """The data files of ``prefix`` there are, of any number of shards."""
+    pattern = re.compile(re.escape(os.path.basename(prefix)) + _DATA)
+    return sorted(path for name, path in _files(prefix) if pattern.fullmatch(name))
+
+
+def remove_leftovers(prefix: str, files: Iterable[str]) -> None:
+    """Remove what killed saves left (the design note): this prefix's temporary files, and
+    its ``.previous`` files when its index exists; and the temporary files of any prefix in
+    the directory whose writer is dead (:func:`_dead`).  Refuse first, before anything is
+    written, a directory where one of ``files`` (the checkpoint's to be) goes.  Call it
+    holding :func:`locked`."""
+    for path in files:
+        if os.path.isdir(path):
+            raise _directory_error(path)
+    base = re.escape(os.path.basename(prefix))
+    ours = re.compile(f"{base}(?:\\.index|{_DATA})(?:{re.escape(PREVIOUS)})?{_TEMPORARY}")
+    previous = re.compile(f"{base}(?:\\.index|{_DATA}){re.escape(PREVIOUS)}")
+    done = os.path.lexists(prefix + ".index")
+    for name, path in _files(prefix):
+        if name.endswith(LOCK) and name != os.path.basename(prefix) + LOCK:
+            _remove_stale_lock(path)
+            continue
+        owner = _OWNED.fullmatch(name)
+        if (
+            ours.fullmatch(name)
+            or (owner and _dead(int(owner.group(1)), owner.group(2)))
+            or (done and previous.fullmatch(name))
+        ) and not os.path.isdir(path):
+            Path(path).unlink(missing_ok=True)
 
 
 def _keep(path: str, kept: str) -> None:
@@ -203,16 +316,22 @@ def _sync(directory: str) -> None:
             os.close(fd)
 
 
-def replace_pair(index: str, data: str, new_index: str, new_data: str) -> None:
-    """Rename ``new_data`` to ``data`` and ``new_index`` to ``index``, the old pair kept
-    as ``.previous`` files meanwhile (the module's design note)."""
+def replace(prefix: str, new_index: str, new_data: Mapping[str, str]) -> None:
+    """Rename each new data file (final name to temporary name in ``new_data``), then
+    ``new_index``, into place as ``prefix``'s checkpoint, the old one kept as ``.previous``
+    files meanwhile (the module's design note).  Call it holding :func:`locked`."""
+    index, old = prefix + ".index", data_files(prefix)
     directory = os.path.dirname(os.path.abspath(index))
     if os.path.lexists(index):
-        _keep(data, data + PREVIOUS)
+        for path in old:
+            _keep(path, path + PREVIOUS)
         os.replace(index, index + PREVIOUS)
         _sync(directory)
-    os.replace(new_data, data)
+    for path, temporary_path in new_data.items():
+        os.replace(temporary_path, path)
     os.replace(new_index, index)
     _sync(directory)
-    for path in (index, data):
-        Path(path + PREVIOUS).unlink(missing_ok=True)
+    for path in old:
+        if path not in new_data:  # of another number of shards: the new index names none
+            Path(path).unlink(missing_ok=True)
+    remove_leftovers(prefix, ())

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Any
@@ -453,25 +454,30 @@ def _describe(dtype: Any, shape: tuple[int, ...]) -> str:
 
 
 def read_each(
-    caller: str, prefix: str, wanted: list[tuple[str, Any]]
-) -> Iterator[tuple[str, np.ndarray]]:
+    caller: str, prefix: str, wanted: list[tuple[str, Any]], read: Read | None = None
+) -> Iterator[tuple[str, Any]]:
     """``(name, value)`` for each ``(name, like)``, in order: the checkpoint's value of
     ``like``'s dtype and shape (any integer scalar where ``like`` is ``None``:
     ``global_step``), each read (and its CRC32C checked) only when the one before has been
-    taken.  Every name missing or of another dtype or shape is reported now, in one
-    ``ValueError``; a damaged file is a ``CheckpointFormatError`` that names ``caller``."""
+    taken, by ``read(reader, name, like)`` (``None``: as a NumPy array).  Every name
+    missing or of another dtype or shape is reported now, in one ``ValueError``; a damaged
+    file is a ``CheckpointFormatError`` that names ``caller``."""
     with _naming(caller):
         reader = _tf_bundle.BundleReader(prefix)
     _check_all(caller, reader, wanted)
-    return _each(caller, reader, [name for name, _ in wanted])
+    return _each(caller, reader, wanted, read or (lambda r, name, _: r.read(name)))
+
+
+#: How :func:`read_each` reads a value: from the reader, by name, for the template.
+Read = Callable[[_tf_bundle.BundleReader, str, Any], Any]
 
 
 def _each(
-    caller: str, reader: _tf_bundle.BundleReader, names: list[str]
-) -> Iterator[tuple[str, np.ndarray]]:
-    for name in names:
+    caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[str, Any]], read: Read
+) -> Iterator[tuple[str, Any]]:
+    for name, like in wanted:
         with _naming(caller):
-            value = reader.read(name)
+            value = read(reader, name, like)
         yield name, value
         del value  # not held while the next is read
 

@@ -17,11 +17,14 @@ the optimizer's slots of the parts (``W/Adam``):
   before every name.
 
 What it reads: each slice key decoded into its name and extents, and the slices of a
-tensor assembled into one array; slices that leave part of the tensor uncovered, or
-reach outside it, are refused.  What it writes: a tensor split along its first axis
-into ``n`` slices as ``fixed_size_partitioner(n)`` splits it (the first ``rows % n``
-one row longer; every other dimension whole, written as ``start`` 0 and its size, as
-TensorFlow's ``SaveSliceInfo`` spec does), byte for byte what a ``Saver`` writes.
+tensor assembled into one array.  Refused, as damaged: a slice outside the tensor, of
+another shape than its extents or of another dtype than the tensor (never cast), two
+slices that overlap (TensorFlow's "Overlapping slices"), and slices that leave part of
+the tensor uncovered.  What it writes: the entry and keys of any slices (``_tf_job``
+chooses them: a tensor split along its first axis into ``n`` slices as
+``fixed_size_partitioner(n)`` splits it, the first ``rows % n`` one row longer — byte for
+byte what a ``Saver`` writes —, and the boxes of a tensor held by several processes),
+every extent written as ``start`` and length, as TensorFlow's ``SaveSliceInfo`` spec does.
 
 What it assumes: the keys come from an index whose CRC32C was verified; a malformed one
 is still refused with the file's name, never read past its end.
@@ -30,13 +33,18 @@ is still refused with the file's name, never read past its end.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from collections.abc import Mapping
 
 import numpy as np
 
 from funcgrad._checks import as_int
-from funcgrad.train.checkpoints import _tf_bundle
+from funcgrad.train.checkpoints import _tf_proto
+from funcgrad.train.checkpoints._processes import Box
+from funcgrad.train.checkpoints._processes import overlap
+from funcgrad.train.checkpoints._processes import slices
 from funcgrad.train.checkpoints._tf_files import damaged
+from funcgrad.train.checkpoints._tf_proto import Entry
 
 #: ``(start, length)`` per dimension of a slice; ``length`` -1 for a whole dimension.
 Extents = tuple[tuple[int, int], ...]
@@ -92,60 +100,103 @@ def _parse_key(key: bytes, where: str) -> tuple[str, Extents]:
 
 
 def add(
-    slices: dict[str, list[tuple[Extents, _tf_bundle.Entry]]], key: bytes, value: bytes, where: str
+    slices: dict[str, list[tuple[Extents, Entry]]], key: bytes, value: bytes, where: str
 ) -> None:
     """Record the slice entry ``value`` stored under ``key``, by the tensor it is part of."""
     name, extents = _parse_key(key, where)
-    slices.setdefault(name, []).append((extents, _tf_bundle._entry(value, where)))
+    slices.setdefault(name, []).append((extents, _tf_proto.parse_entry(value, where)))
 
 
-def assemble(
-    reader: _tf_bundle.BundleReader, name: str, shape: tuple[int, ...], where: str
-) -> np.ndarray:
-    """The tensor ``name`` of ``shape``, from its slices' data."""
-    parts = reader.slices.get(name, [])
-    out: np.ndarray | None = None
-    covered = 0
+def boxes(full: Entry, parts: list[tuple[Extents, Entry]], where: str) -> list[tuple[Box, Entry]]:
+    """The slices of a tensor whose whole is ``full``, each as the box it fills, sorted;
+    refused unless each lies inside the tensor with the slice's shape and the tensor's
+    dtype, no two overlap (TensorFlow's ``TensorSliceSet``: "Overlapping slices") and
+    together they cover it."""
+    shape, found = full.shape, []
     for extents, entry in parts:
         if len(extents) != len(shape) or any(
             s < 0 or (n >= 0 and s + n > d) for (s, n), d in zip(extents, shape, strict=True)
         ):
             raise damaged(where, f"a slice {extents} outside the shape {shape}")
-        index = tuple(slice(s, s + n) if n >= 0 else slice(None) for s, n in extents)
-        want = tuple(n if n >= 0 else d for (_, n), d in zip(extents, shape, strict=True))
+        box = tuple(
+            (s, s + n) if n >= 0 else (0, d) for (s, n), d in zip(extents, shape, strict=True)
+        )
+        want = tuple(stop - start for start, stop in box)
         if entry.shape != want:
             raise damaged(where, f"a slice of shape {entry.shape} where {want} is stored")
-        piece = reader.read_entry(entry, where, name)
-        if out is None:
-            out = np.zeros(shape, piece.dtype)
-        out[index] = piece
-        covered += piece.size
-    if out is None or covered != math.prod(shape):
+        if entry.dtype != full.dtype:
+            stored, whole = (_dtype_name(e.dtype) for e in (entry, full))
+            raise damaged(where, f"a slice stored as {stored} in a {whole} tensor")
+        found.append((box, entry))
+    found.sort(key=lambda pair: pair[0])
+    for i, (box, _) in enumerate(found):
+        for other, _ in found[i + 1 :]:
+            if box and other[0][0] >= box[0][1]:  # sorted: no later one reaches back
+                break
+            if overlap(box, other) is not None:
+                raise damaged(where, f"its slices {box} and {other} overlap")
+    covered = sum(math.prod(stop - start for start, stop in box) for box, _ in found)
+    if not found or covered != math.prod(shape):
         raise damaged(where, f"its slices cover {covered} of its {math.prod(shape)} values")
+    return found
+
+
+def _dtype_name(enum: int) -> str:
+    dtype = _tf_proto.DTYPES.get(enum)
+    return dtype.name if dtype is not None else f"type {enum}"
+
+
+def assemble(
+    read_entry: Callable[[Entry, str, str], np.ndarray],
+    full: Entry,
+    parts: list[tuple[Extents, Entry]],
+    name: str,
+    where: str,
+) -> np.ndarray:
+    """The tensor ``name`` whose whole is ``full``, from its slices' data (each read by
+    ``read_entry``), checked by :func:`boxes` first."""
+    out: np.ndarray | None = None
+    for box, entry in boxes(full, parts, where):
+        piece = read_entry(entry, where, name)
+        if out is None:
+            out = np.empty(full.shape, piece.dtype)  # every value is written: they cover it
+        out[slices(box)] = piece
+    assert out is not None  # boxes() refuses a tensor without slices
     return out
 
 
-def _extent(start: int, length: int) -> bytes:
-    start_field = _tf_bundle._put_int(1, start)
-    return start_field + _tf_bundle._varint(2 << 3) + _tf_bundle._varint(length)
-
-
-def split(
-    name: str, array: np.ndarray, parts: int, dtype: int
-) -> tuple[bytes, list[tuple[bytes, np.ndarray]]]:
-    """The full entry of ``array`` stored in ``parts`` slices along its first axis, and
-    each slice's key and data."""
-    rows, rest = array.shape[0], array.shape[1:]
+def partition(shape: tuple[int, ...], parts: int) -> list[Box]:
+    """The boxes ``fixed_size_partitioner(parts)`` splits a tensor of ``shape`` into:
+    along its first axis, the first ``rows % parts`` one row longer."""
+    rows, rest = shape[0], tuple((0, d) for d in shape[1:])
     sizes = [rows // parts + (p < rows % parts) for p in range(parts)]
     starts = np.cumsum([0, *sizes[:-1]]).tolist()
-    protos, pieces = [], []
-    for start, size in zip(starts, sizes, strict=True):
-        extents = ((start, size), *((0, d) for d in rest))
-        protos.append(b"".join(_tf_bundle._put_bytes(1, _extent(s, n)) for s, n in extents))
-        pieces.append((slice_key(name, extents), array[start : start + size]))
-    dims = b"".join(_tf_bundle._put_bytes(2, _tf_bundle._put_int(1, d)) for d in array.shape)
-    full = _tf_bundle._put_int(1, dtype) + _tf_bundle._put_bytes(2, dims)
-    return full + b"".join(_tf_bundle._put_bytes(7, p) for p in protos), pieces
+    return [((start, start + size), *rest) for start, size in zip(starts, sizes, strict=True)]
+
+
+def box_key(name: str, box: Box) -> bytes:
+    """The key of the slice ``box`` of ``name``: every extent as ``start`` and ``length``,
+    as TensorFlow's ``SaveSliceInfo`` spec gives them."""
+    return slice_key(name, tuple((start, stop - start) for start, stop in box))
+
+
+def full_entry(dtype: int, shape: tuple[int, ...], stored: list[Box]) -> bytes:
+    """The entry of a tensor stored as the slices ``stored``: its dtype, shape and one
+    ``TensorSliceProto`` per slice, no data."""
+    protos = [
+        b"".join(
+            _tf_proto.put_bytes(
+                1,
+                _tf_proto.put_int(1, start)
+                + _tf_proto.varint(2 << 3)
+                + _tf_proto.varint(stop - start),
+            )
+            for start, stop in box
+        )
+        for box in stored
+    ]
+    head = _tf_proto.put_int(1, dtype) + _tf_proto.put_bytes(2, _tf_proto.shape_proto(shape))
+    return head + b"".join(_tf_proto.put_bytes(7, proto) for proto in protos)
 
 
 def expand(

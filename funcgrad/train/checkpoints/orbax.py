@@ -15,17 +15,19 @@ Each save therefore records, for every leaf, its path, dtype, shape and the CRC-
 its bytes (C order, little-endian; a PRNG key's data) in the step's own metadata
 (orbax's ``custom_metadata``, written inside the temporary directory, so it commits with
 the step).  :meth:`Checkpointer.restore` refuses a template whose leaves differ in path,
-dtype or shape — orbax would cast — and recomputes the CRCs of what it read.  A CRC is
-computed on the host, leaf by leaf, at the speed the CPU's CRC32 instruction reads
-memory: a leaf on a CPU device is read where it is (``np.asarray`` makes no copy), one on
-an accelerator is copied to the host alone; nothing is compiled.
+dtype or shape — orbax would cast — and recomputes the CRCs of what it read, where it
+lies.  ``_leaf_checksums`` computes them on the host, at the speed the CPU's CRC32
+instruction reads memory; nothing is compiled.  A leaf spread over the processes of a job
+is checked in shares, each process its own boxes, combined without gathering the leaf;
+the record does not depend on the layout, so a step saved by one process restores into a
+job's sharding and back.  Steps saved by earlier versions recorded a pair of sums computed
+by XLA instead; they are still checked.
 
-A leaf this process cannot read whole (an array spread over several hosts), and every
-leaf of a step saved by earlier versions, has a pair of 32-bit sums instead, computed by
-XLA on the devices that hold it (:func:`_checksums`): each element's bits as 32-bit
-words mixed with their position by MurmurHash3's finaliser and summed modulo 2**32,
-twice with different seeds — a value that does not depend on the sharding.  A record
-may hold both kinds; each leaf is verified by its own.
+Several processes (``jax.distributed``): every process calls :meth:`Checkpointer.save`
+and :meth:`Checkpointer.restore`, and orbax coordinates the write.  A leaf that each
+process holds a copy of (``opt.init(params)`` of params built on each host, before the
+first step makes the state global) is compared across processes by its CRC and saved as
+one global array, replicated: orbax saves no array of one process's devices in a job.
 
 A restored leaf is committed as the template's is (orbax commits every array it
 restores; a fresh ``init``'s arrays are uncommitted), so a jitted step compiles once for
@@ -47,7 +49,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from funcgrad import _checks
-from funcgrad.train.checkpoints._crc32c import crc32c
+from funcgrad.train.checkpoints import _leaf_checksums
+from funcgrad.train.checkpoints import _processes
 
 __all__ = ["Checkpointer"]
 
@@ -55,7 +58,6 @@ __all__ = ["Checkpointer"]
 _OWN_ENTRY = re.compile(r"^\d+(\.orbax-checkpoint-tmp.*)?$")
 #: The key of the leaf record in a step's ``custom_metadata``.
 _RECORD = "funcgrad_leaves"
-_SEEDS = (0x9E3779B9, 0x7F4A7C15)
 _STEP_HINT = "pass a step number >= 0, e.g. int(state.global_step)"
 
 
@@ -100,58 +102,6 @@ def _few(items: list[Any], n: int = 5) -> str:
     return f"{items[:n]}{f' and {len(items) - n} more' if len(items) > n else ''}"
 
 
-def _mix(h: jax.Array) -> jax.Array:
-    """MurmurHash3's 32-bit finaliser, a bijection of ``uint32``."""
-    h = h ^ (h >> 16)
-    h = h * jnp.uint32(0x85EBCA6B)
-    h = h ^ (h >> 13)
-    h = h * jnp.uint32(0xC2B2AE35)
-    return h ^ (h >> 16)
-
-
-def _words(x: jax.Array) -> jax.Array:
-    """The bits of ``x`` as a flat ``uint32`` array (narrow types widened, wide ones split)."""
-    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-        x = jax.random.key_data(x)
-    if x.dtype == jnp.bool_:
-        x = x.astype(jnp.uint8)
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        x = jnp.stack([x.real, x.imag], axis=-1)
-    unsigned = {1: jnp.uint8, 2: jnp.uint16}.get(x.dtype.itemsize, jnp.uint32)
-    return jax.lax.bitcast_convert_type(x, unsigned).astype(jnp.uint32).ravel()
-
-
-@jax.jit
-def _checksums(leaves: list[jax.Array]) -> list[jax.Array]:
-    """A ``uint32[2]`` checksum of each leaf's bits and their positions: the record of
-    steps saved before the CRC-32C one (module note)."""
-    sums = []
-    for leaf in leaves:
-        words = _words(leaf)
-        position = jnp.arange(words.size, dtype=jnp.uint32)
-        sums.append(
-            jnp.stack(
-                [
-                    jnp.sum(_mix(words ^ _mix(position ^ jnp.uint32(s))), dtype=jnp.uint32)
-                    for s in _SEEDS
-                ]
-            )
-        )
-    return sums
-
-
-def _host(leaf: Any) -> np.ndarray:
-    """A leaf's elements on the host, a PRNG key as its data (a CPU array is not copied)."""
-    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        leaf = jax.random.key_data(leaf)
-    return np.asarray(leaf, order="C")
-
-
-def _crc(host: np.ndarray) -> int:
-    """The CRC-32C of a host array's bytes (little-endian)."""
-    return crc32c(np.asarray(host, host.dtype.newbyteorder("<")))
-
-
 def _describe(tree: Any) -> list[list[Any]]:
     """``[path, dtype, shape]`` of each leaf of ``tree``, paths as ``"params/w"``."""
     described = []
@@ -163,23 +113,20 @@ def _describe(tree: Any) -> list[list[Any]]:
     return described
 
 
-def _whole_here(leaf: Any) -> bool:
-    """Whether this process can read all of ``leaf`` (not spread over several hosts)."""
-    return not isinstance(leaf, jax.Array) or leaf.is_fully_addressable
+def _record(caller: str, state: Any) -> list[list[Any]]:
+    """What a save records of ``state``: each leaf's path, dtype, shape and CRC-32C."""
+    described = _describe(state)
+    leaves = [jnp.asarray(leaf) for leaf in jax.tree.leaves(state)]
+    crcs = _leaf_checksums.record(caller, [d[0] for d in described], leaves)
+    return [[*d, crc] for d, crc in zip(described, crcs, strict=True)]
 
 
-def _checksum(leaf: Any) -> int | list[int]:
-    """A leaf's CRC-32C, computed on the host; its pair of sums where it is not all here."""
-    if _whole_here(leaf):
-        return _crc(_host(leaf))
-    return [int(v) for v in _checksums([leaf])[0]]
-
-
-def _record(state: Any) -> list[list[Any]]:
-    """What a save records of ``state``: each leaf's path, dtype, shape and checksum, the
-    leaves copied to the host (where they are not there) one at a time."""
-    sums = [_checksum(jnp.asarray(leaf)) for leaf in jax.tree.leaves(state)]
-    return [[*d, s] for d, s in zip(_describe(state), sums, strict=True)]
+def _global(leaf: Any) -> Any:
+    """In a job, a leaf this process holds a copy of as one global array (orbax writes no
+    array of one process's devices there)."""
+    if _processes.count() > 1 and isinstance(leaf, jax.Array) and leaf.is_fully_addressable:
+        return _processes.replicated(leaf)
+    return leaf
 
 
 def _entries(record: Any) -> dict[str, list[Any]]:
@@ -210,22 +157,12 @@ def _mismatches(saved: dict[str, list[Any]], like: Any) -> list[str]:
 
 def _verified(saved: dict[str, list[Any]], restored: Any, like: Any) -> tuple[Any, list[str]]:
     """``restored`` with each leaf committed as ``like``'s, and the paths of the leaves
-    whose CRC-32C (or older checksum) differs from the record's; leaf by leaf."""
+    whose CRC-32C (or older checksum) differs from the record's."""
     leaves, treedef = jax.tree.flatten(restored)
     paths = [d[0] for d in _describe(restored)]
-    damaged, older = [], []
-    for i, (path, template) in enumerate(zip(paths, jax.tree.leaves(like), strict=True)):
-        want = saved[path][3]
-        if isinstance(want, list):
-            older.append(i)
-        elif _crc(_host(leaves[i])) != want:
-            damaged.append(path)
-        leaves[i] = _committed_as(leaves[i], template)
-    sums = _checksums([leaves[i] for i in older]) if older else []
-    damaged += [
-        paths[i] for i, s in zip(older, sums, strict=True) if s.tolist() != saved[paths[i]][3]
-    ]
-    return jax.tree.unflatten(treedef, leaves), sorted(damaged, key=paths.index)
+    bad = _leaf_checksums.damaged([saved[path][3] for path in paths], leaves)
+    placed = [_committed_as(leaf, t) for leaf, t in zip(leaves, jax.tree.leaves(like), strict=True)]
+    return jax.tree.unflatten(treedef, placed), [paths[i] for i in bad]
 
 
 def _committed_as(leaf: Any, like: Any) -> Any:
@@ -234,9 +171,9 @@ def _committed_as(leaf: Any, like: Any) -> Any:
     if not isinstance(leaf, jax.Array) or not isinstance(like, jax.Array) or like.committed:
         return leaf
     if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        data = jax.device_put(_host(leaf))
+        data = jax.device_put(np.asarray(jax.random.key_data(leaf)))
         return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
-    return jax.device_put(_host(leaf))
+    return jax.device_put(np.asarray(leaf))
 
 
 class Checkpointer:
@@ -322,8 +259,9 @@ class Checkpointer:
           TypeError: ``step`` is not an integer (``2.7``), or it is ``None`` and
             ``state`` has no ``global_step``.
           ValueError: ``step`` is negative, that step is already saved (it is not
-            overwritten), or the directory now holds entries that are not
-            checkpoints.  Nothing is written or deleted.
+            overwritten), the directory now holds entries that are not checkpoints, or
+            (in a job) copies of a leaf that each process holds differ between them.
+            Nothing is written or deleted.
           RuntimeError: orbax declined to write the step.
 
         Example:
@@ -352,12 +290,12 @@ class Checkpointer:
                 f"{caller}: step {step} is already saved in {self.directory}; it was "
                 "not overwritten — pass another step or restore that one."
             )
-        record = _record(state)
+        record = _record(caller, state)
         for abandoned in (s for s in steps if s > step):
             self._manager.delete(abandoned)
         saved = self._manager.save(
             step,
-            args=self._ocp.args.StandardSave(state),
+            args=self._ocp.args.StandardSave(jax.tree.map(_global, state)),
             custom_metadata={_RECORD: record},
         )
         self._manager.wait_until_finished()

@@ -11,7 +11,8 @@ them (``funcgrad.train.checkpoints._tf_layout`` says how).  :func:`restore_tf_ch
 reads them into a state; :func:`save_tf_checkpoint` writes a state for TensorFlow.
 Continued training gives TensorFlow's numbers (to float32 rounding).  The files are
 read and written by ``funcgrad.train.checkpoints._tf_bundle``, with NumPy (and
-``google-crc32c`` for the checksums): TensorFlow is not needed.  Both stream: a restore
+``google-crc32c`` for the checksums): TensorFlow is not needed; by every process of a
+``jax.distributed`` job together (``_tf_job``, ``_tf_placement``).  Both stream: a restore
 places each tensor before it reads the next, a save copies one at a time to the host.
 
 The names, per variable ``v`` (a name of :func:`~funcgrad.train.variable_names`):
@@ -50,7 +51,6 @@ from ``optimizer`` (build it with the TF run's arguments).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,7 +62,9 @@ from funcgrad._types import get_path
 from funcgrad._types import put_path
 from funcgrad.train._var_list import VarList
 from funcgrad.train.checkpoints import _tf_bundle
+from funcgrad.train.checkpoints import _tf_job
 from funcgrad.train.checkpoints import _tf_layout
+from funcgrad.train.checkpoints import _tf_placement
 from funcgrad.train.checkpoints import _tf_slices
 from funcgrad.train.checkpoints._tf_layout import Item
 from funcgrad.train.checkpoints._tf_layout import View
@@ -80,7 +82,10 @@ def _place(value: Any, like: Any) -> jax.Array:
     """``value`` (read, or computed) as a JAX array of ``like``'s dtype, placed and
     committed as ``like`` is: on its sharding where ``like`` is a committed array, else
     uncommitted as a fresh ``init``'s arrays are, so that a jitted step compiles once for
-    a fresh state, a restored one and their successors."""
+    a fresh state, a restored one and their successors.  A value read into ``like``'s
+    layout already (spread over the processes of a job) is returned as it is."""
+    if isinstance(value, jax.Array):
+        return value
     host = np.asarray(value, jnp.result_type(like))  # no copy: read buffers are aligned
     if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer) and like.committed:
         return jax.device_put(host, like.sharding)
@@ -191,7 +196,7 @@ def restore_tf_checkpoint(
 
     named = [i for i in items if i.name is not None]
     wanted = [(i.name, like(i)) for i in named if i.name is not None]  # all: named has names
-    values = _tf_layout.read_each(caller, prefix, wanted)
+    values = _tf_layout.read_each(caller, prefix, wanted, _tf_placement.read)
     variables = list(view.flat.variables)
     averages = list(view.averages.variables) if view.averages is not None else []
     slots = [[list(leaves) for leaves, _ in part_slots] for part_slots in view.slots]
@@ -296,7 +301,12 @@ def save_tf_checkpoint(
     the graph's other variables here, or restore with ``Saver(var_list=[...])``; an
     integer or boolean leaf of ``params`` is no variable and is not written (pass an
     integer variable of the graph in ``extras``).  Files are written under temporary
-    names and renamed into place, so a crash leaves no half-written checkpoint.
+    names and renamed into place, so a crash leaves no half-written checkpoint; a second
+    program saving the same ``path`` waits for this save, then saves whole after it.
+    Under ``jax.distributed`` every process calls it, with the same arguments: each
+    writes what it holds to a data file of its own, ``path.data-0000k-of-0000n``, and
+    process 0 the index (TensorFlow's sharded format; ``docs/scale.md``, "Several
+    hosts").
 
     Args:
       path: the checkpoint prefix to write, e.g. ``"train/model.ckpt-1000"`` (no step
@@ -334,6 +344,9 @@ def save_tf_checkpoint(
         :func:`restore_tf_checkpoint` for ``name_map``.
       TypeError: a value's dtype has no TensorFlow dtype, or ``partitions`` is no mapping
         of names to ints; as :func:`restore_tf_checkpoint`.
+      RuntimeError: in a job, another process could not write its part (it raised its
+        own error); nothing was saved.  In a job, a ``ValueError`` also where the
+        processes save different states, or copies of a value each holds differ.
 
     Example:
       >>> import tempfile
@@ -370,10 +383,10 @@ def save_tf_checkpoint(
     def stored_dtype(item: Item) -> np.dtype:
         return dtypes.get(item.what) or np.dtype(view.held(item).dtype)
 
-    def host(item: Item) -> Callable[[], np.ndarray]:  # made when written, one at a time
-        return lambda: np.asarray(view.value(item), dtypes.get(item.what))
+    def tensor(item: Item) -> _tf_job.Tensor:  # made when written, one at a time
+        return _tf_job.Tensor(view.held(item), lambda: view.value(item), dtypes.get(item.what))
 
-    tensors = {name: host(item) for name, item in named.items()}
+    tensors = {name: tensor(item) for name, item in named.items()}
     stored = {name: stored_dtype(item) for name, item in named.items()}
     unstorable = [f"{n!r} is {dtype}" for n, dtype in stored.items() if dtype not in _STORABLE]
     if unstorable:
@@ -384,8 +397,7 @@ def save_tf_checkpoint(
     shapes = {name: np.shape(view.held(item)) for name, item in named.items()}
     sliced = _tf_slices.expand(caller, partitions or {}, shapes)
     try:
-        _tf_bundle.write_bundle(prefix, tensors, sliced)
-        _tf_bundle.write_checkpoint_state(prefix)
+        _tf_job.write_bundle(prefix, tensors, sliced, latest=True, caller=caller)
     except _tf_bundle.CheckpointFormatError as error:  # a directory where a file goes
         raise _tf_bundle.CheckpointFormatError(f"{caller}: {error}") from None
     return prefix

@@ -554,3 +554,148 @@ def test_a_lookup_in_a_while_loop_fails_as_jax_grad_does():
         ValueError, match=r"Reverse-mode differentiation does not work for lax\.while_loop"
     ):
         opt.compute_gradients(loss, TABLE)
+
+
+# --- an empty batch of ids -------------------------------------------------------------
+
+NO_IDS = jnp.zeros((0,), jnp.int32)
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        pytest.param(lambda e, ids: e[ids], id="getitem"),
+        pytest.param(lambda e, ids: jnp.take(e, ids, axis=0), id="take"),
+        pytest.param(lambda e, ids: fg.nn.embedding_lookup(e, ids), id="embedding_lookup"),
+        pytest.param(
+            lambda e, ids: fg.nn.embedding_lookup(jnp.split(e, [4]), ids), id="split_table"
+        ),
+    ],
+)
+def test_an_empty_batch_of_ids_gives_an_empty_indexed_slices(lookup, variant):
+    """JAX folds a gather of no ids into a constant; TensorFlow's gather still gives the
+    table an empty IndexedSlices (it came back None, and minimize said "not used by f")."""
+    opt = fg.train.GradientDescentOptimizer(0.1)
+
+    def loss(p, ids):
+        return head(lookup(p["emb"], ids), p["w"])
+
+    (g, _), (g_w, _) = variant(lambda p, ids: opt.compute_gradients(loss, p, ids))(
+        {"emb": TABLE, "w": W}, NO_IDS
+    )
+    assert isinstance(g, fg.IndexedSlices) and g.dense_shape == TABLE.shape
+    assert g.values.shape == (0, D) and g.indices.shape == (0,)
+    np.testing.assert_array_equal(g_w, np.zeros_like(W))  # the loss is 0 at every w
+    state = opt.minimize(lambda e, ids: head(lookup(e, ids), W), opt.init(TABLE), NO_IDS)[0]
+    np.testing.assert_array_equal(state.params, TABLE)
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        pytest.param(lambda e, w, ids: jnp.sum(w) + ids.sum().astype(w.dtype), id="table_not_read"),
+        pytest.param(lambda e, w, ids: head(lax.stop_gradient(e[ids]), w), id="read_cut"),
+        pytest.param(
+            lambda e, w, ids: head(e[ids], w) + jnp.sum(ids.reshape(0, 2)).astype(w.dtype),
+            id="fails_at_a_batch_of_one",
+        ),
+    ],
+)
+def test_an_empty_batch_of_ids_leaves_a_table_it_does_not_read_none(loss):
+    opt = fg.train.GradientDescentOptimizer(0.1)
+    (g, _), (g_w, _) = opt.compute_gradients(
+        lambda p, ids: loss(p[0], p[1], ids), (TABLE, W), NO_IDS
+    )
+    assert g is None and g_w is not None
+
+
+# --- slices and concatenations of tables -----------------------------------------------
+
+
+def _fill_zeros(e, ids):
+    """``e[ids]``, with zeros (and no read) past the end: JAX's padded lookup."""
+    return e.at[ids].get(mode="fill", fill_value=0)
+
+
+@pytest.mark.parametrize(
+    ("lookup", "rows"),
+    [
+        pytest.param(lambda e, ids: e[2:7][ids], [6, 3, 6, 2], id="slice"),
+        pytest.param(lambda e, ids: jnp.split(e, [2, 7])[1][ids], [6, 3, 6, 2], id="split"),
+        pytest.param(
+            lambda e, ids: jnp.concatenate(jnp.split(e, [3, 5]))[ids], [4, 1, 4, 0], id="split_back"
+        ),
+        pytest.param(
+            lambda e, ids: jnp.concatenate([e[4:], e[:4]])[ids], [1, 5, 1, 4], id="rotated"
+        ),
+        pytest.param(lambda e, ids: e.astype(jnp.bfloat16)[1:][ids], [5, 2, 5, 1], id="cast_slice"),
+    ],
+)
+def test_a_lookup_in_rows_of_a_table_is_a_lookup_in_the_table(lookup, rows, variant):
+    """A partitioned variable restored whole and split back into its parts: the slices'
+    reads are reads of the table (they were a dense gradient)."""
+    ids = jnp.array([4, 1, 4, 0])
+
+    def loss(e):
+        return head(lookup(e, ids).astype(e.dtype), W)
+
+    g = variant(lambda e: sparse_gradients(loss, e)[0])(TABLE)
+    assert isinstance(g, fg.IndexedSlices)
+    np.testing.assert_array_equal(g.indices, rows)
+    np.testing.assert_allclose(g.to_dense(), jax.grad(loss)(TABLE), rtol=1e-5, atol=1e-6)
+
+
+def test_a_lookup_in_two_tables_one_after_the_other_gives_each_its_rows(variant):
+    """Each table gets the rows of its own positions: exactly those outside jax.jit (as
+    TensorFlow's dynamic_partition), with zeros at id ``rows`` for the others' under it."""
+    a, b = TABLE[:3], TABLE[3:]
+    ids = jnp.array([4, 1, 5, 4])  # rows 1, 2, 1 of b and row 1 of a
+
+    def loss(a, b):
+        return head(jnp.concatenate([a, b])[ids], W)
+
+    g_a, g_b = variant(lambda a, b: sparse_gradients(loss, a, b))(a, b)
+    want_a, want_b = jax.grad(loss, argnums=(0, 1))(a, b)
+    for g, want in ((g_a, want_a), (g_b, want_b)):
+        assert isinstance(g, fg.IndexedSlices)
+        np.testing.assert_allclose(g.to_dense(), want, rtol=1e-5, atol=1e-6)
+    if isinstance(g_a.indices, jax.Array) and g_a.indices.shape == (1,):  # outside jit
+        assert g_a.indices.tolist() == [1] and g_b.indices.tolist() == [1, 2, 1]
+    else:
+        assert g_a.indices.tolist() == [3, 1, 3, 3] and g_b.indices.tolist() == [1, 4, 2, 1]
+        assert not np.any(g_a.values[np.array([0, 2, 3])]) and not np.any(g_b.values[1])
+
+
+def test_a_lookup_filled_with_zeros_past_the_table_reads_nothing_there(variant):
+    """``mode="fill", fill_value=0``: a padding id reads zeros and no row, so it is no
+    error outside jax.jit and left out of the gradient (at id ``rows`` under it)."""
+    ids = jnp.array([4, 7, 1, 9])
+
+    def loss(e):
+        return head(_fill_zeros(e, ids), W)
+
+    g = variant(lambda e: sparse_gradients(loss, e)[0])(TABLE)
+    np.testing.assert_allclose(g.to_dense(), jax.grad(loss)(TABLE), rtol=1e-5, atol=1e-6)
+    kept = np.asarray(g.indices) < V
+    np.testing.assert_array_equal(np.asarray(g.indices)[kept], [4, 1])
+    assert not np.any(np.asarray(g.values)[~kept])
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        pytest.param(lambda e: head(e[::2][jnp.array([1, 2])], W), id="strided_slice"),
+        pytest.param(lambda e: jnp.sum(e[:, :2][IDS] ** 2), id="columns_slice"),
+        pytest.param(
+            lambda e: head(jnp.concatenate([e, jnp.ones((1, D))])[IDS], W), id="concatenated_row"
+        ),
+        pytest.param(
+            lambda e: jnp.sum(jnp.concatenate([e, e], axis=1)[IDS] ** 2), id="side_by_side"
+        ),
+        pytest.param(lambda e: jnp.sum(e[2:5] ** 2), id="slice_used_whole"),
+    ],
+)
+def test_other_slices_and_concatenations_give_a_dense_gradient(loss):
+    g = sparse_gradients(loss, TABLE)[0]
+    assert isinstance(g, jax.Array)
+    np.testing.assert_allclose(g, jax.grad(loss)(TABLE), rtol=1e-5, atol=1e-6)

@@ -72,7 +72,10 @@ def test_other_backends_are_left_alone(monkeypatch):
 
 def test_jit_vmap_and_higher_order_through_the_barrier():
     grad = lambda w, x: fg.gradients(lambda w: _loss(w, x), w)  # noqa: E731
-    chex.assert_trees_all_close(jax.jit(grad)(W, X), jax.grad(_loss)(W, X), rtol=1e-5, atol=1e-6)
+    # jitted against jitted: XLA's fused tanh is not its op-by-op tanh (100 ulps of the
+    # gradient's scale apart on JAX 0.12), and the barrier is what is tested here
+    jitted = jax.jit(jax.grad(_loss))(W, X)
+    chex.assert_trees_all_close(jax.jit(grad)(W, X), jitted, rtol=1e-5, atol=1e-6)
     per_example = jax.vmap(grad, in_axes=(None, 0))(W, X[:, None, :])
     chex.assert_trees_all_close(
         per_example,
