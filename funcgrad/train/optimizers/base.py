@@ -785,12 +785,12 @@ class TF1Optimizer(Optimizer):
         updates: PyTree,
         state: InjectLearningRateState,
         params: PyTree = None,
-        global_step: Any = None,
-        step_options: Any = None,
+        global_step: jax.Array | None = None,
+        step_options: Mapping[str, Any] | None = None,  # what _step_options returns
         **extra_args: Any,
     ) -> tuple[PyTree, InjectLearningRateState]:
         del extra_args
-        if params is None:
+        if params is None and jax.tree.leaves(updates):  # None alone: no variable to step
             raise ValueError(
                 f"fg.train.{type(self).__name__}.tx: update needs params (the rules read "
                 "the variables); call tx.update(updates, state, params)."
