@@ -2,7 +2,8 @@
 one way — the optimizers know nothing of the wrappers around them.
 
 The graph is read from the source (``ast``): an arrow from each module to every
-``funcgrad`` module it imports at its top level, ``from funcgrad.x import y`` counting
+``funcgrad`` module it imports, at its top level or inside a function (an import put off
+to run time hides no arrow), ``from funcgrad.x import y`` counting
 as an import of ``funcgrad.x.y`` where that is a module and of ``funcgrad.x`` otherwise.
 """
 
@@ -26,7 +27,7 @@ MODULES = {_module(p): p for p in ROOT.rglob("*.py")}
 
 def _imports(path: Path) -> set[str]:
     found = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("funcgrad")}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("funcgrad"):

@@ -19,7 +19,7 @@ import pytest
 
 import funcgrad as fg
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 OPT = fg.train.AdamOptimizer(lambda step: 0.1 / (1.0 + step.astype(jnp.float32)))
 
 
@@ -50,7 +50,7 @@ CHILD = """
 import sys, time
 import tests.conftest  # the parent's JAX settings
 from orbax.checkpoint._src.path import atomicity
-from tests.test_train_checkpoint import initial_state, train_step
+from tests.train.checkpoints.test_orbax import initial_state, train_step
 import funcgrad as fg
 
 directory, kill_at = sys.argv[1], int(sys.argv[2])

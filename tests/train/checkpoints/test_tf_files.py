@@ -26,7 +26,7 @@ from funcgrad.train.checkpoints import _tf_slices as ts
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="FIFOs, /dev/zero and SIGKILL")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 CALLER = re.escape("fg.train.restore_tf_checkpoint(path, state, optimizer): ")
 OPT = fg.train.GradientDescentOptimizer(0.1)
 DATA = ".data-00000-of-00001"
