@@ -76,6 +76,16 @@ def is_real_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)
 
 
+def not_names_to_numbers(mapping: Mapping[Any, Any]) -> list[str]:
+    """``"'key': value"`` for each entry of ``mapping`` that is not a string to a real
+    number (the entries a map of names to numbers must not have)."""
+    return [
+        f"{k!r}: {v!r}"
+        for k, v in mapping.items()
+        if not (isinstance(k, str) and is_real_number(v))
+    ]
+
+
 def check_numbers(caller: str, numbers: Mapping[str, tuple[Any, str]], example: str) -> None:
     """Raise unless each ``name: (value, rule)`` is a finite real number within its rule.
 

@@ -301,11 +301,7 @@ def _multipliers(multipliers: Any) -> dict[str, float]:
         return {}
     wrong = [repr(multipliers)]
     if isinstance(multipliers, Mapping):
-        wrong = [
-            f"{k!r}: {v!r}"
-            for k, v in multipliers.items()
-            if not (isinstance(k, str) and _checks.is_real_number(v))
-        ]
+        wrong = _checks.not_names_to_numbers(multipliers)
     if wrong:
         raise TypeError(
             f"{_CALLER}: gradient_multipliers must map variable names to numbers, got "
