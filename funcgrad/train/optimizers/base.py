@@ -318,6 +318,10 @@ class TF1Optimizer(Optimizer):
     #: ``_apply_sparse``.  A rule that gathers the touched rows and widens only those
     #: (``_kernels.on_rows``) turns it off, so that a bfloat16 table's step costs its batch.
     _widen_for_sparse: ClassVar[bool] = True
+    #: Whether ``_apply_sparse`` takes each slot as the state holds it (with the sign of
+    #: ``_layout``) and signs the rows it touches itself: a slot held negated is otherwise
+    #: negated whole before the rule and after it, a table's worth of work each step.
+    _sparse_takes_held_slots: ClassVar[bool] = False
 
     def __init__(self, learning_rate: LearningRate, **hyperparameters: Any) -> None:
         name = type(self).__name__
@@ -576,11 +580,7 @@ class TF1Optimizer(Optimizer):
                 f"{hook}: it returns {non_slots!r}; return a dict of TF names to initial values, "
                 "e.g. {'beta1_power': 0.9}."
             )
-        kinds = [
-            f"{k!r}: {v!r}"
-            for k, v in non_slots.items()
-            if not (isinstance(k, str) and _checks.is_real_number(v))
-        ]
+        kinds = _checks.not_names_to_numbers(non_slots)
         if kinds:
             raise TypeError(
                 f"{hook}: it returns {', '.join(kinds)}; each non-slot is a scalar variable named "
@@ -915,12 +915,13 @@ class TF1Optimizer(Optimizer):
         ) -> list[jax.Array]:
             keys = self._declared(var)
             by_key = dict(zip(order, slots, strict=True))
-            mine = {k: _signed(by_key[k], layout[k][1]) for k in keys}
+            signs = {k: 1 if self._sparse_takes_held_slots else layout[k][1] for k in keys}
+            mine = {k: _signed(by_key[k], signs[k]) for k in keys}
             step = dataclasses.replace(prepared, name=name)
             new_var, out = self._stored(
                 rule.__name__, rule(slices, var, mine, step), var, mine, step
             )
-            signed = {k: _signed(v, layout[k][1]) for k, v in out.items()}
+            signed = {k: _signed(v, signs[k]) for k, v in out.items()}
             return [new_var, *(signed.get(k, by_key[k]) for k in order)]
 
         return leaf

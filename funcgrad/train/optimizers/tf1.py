@@ -400,6 +400,7 @@ class RMSPropOptimizer(TF1Optimizer):
 
     slots: ClassVar[Mapping[str, str]] = {"rms": "RMSProp", "mg": "RMSProp", "momentum": "RMSProp"}
     _widen_for_sparse = False
+    _sparse_takes_held_slots = True
 
     def __init__(
         self,
@@ -451,14 +452,17 @@ class RMSPropOptimizer(TF1Optimizer):
         self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
     ) -> tuple[Array, Slots]:
         """``SparseApplyRMSProp`` / ``SparseApplyCenteredRMSProp``, in their own order of
-        arithmetic (``ms * rho + g^2 (1 - rho)``)."""
+        arithmetic (``ms * rho + g^2 (1 - rho)``). The momentum comes as the state holds it
+        (negated, in the optax chain's state): only its touched rows are signed."""
         rho, mu, eps = self._decay, self._momentum, self._epsilon
+        sign = self._layout()[0]["momentum"][1]
         if self._centered:
 
             def centered(g: Array, w: Array, ms: Array, mg: Array, mom: Array) -> tuple[Array, ...]:
-                return _kernels.sparse_centered_rmsprop(
-                    g, w, ms, mg, mom, _lr(step, w), rho, mu, eps
+                w, ms, mg, mom = _kernels.sparse_centered_rmsprop(
+                    g, w, ms, mg, sign * mom, _lr(step, w), rho, mu, eps
                 )
+                return w, ms, mg, sign * mom
 
             var, ms, mg, mom = _kernels.on_rows(
                 centered, grad, var, slots["rms"], slots["mg"], slots["momentum"]
@@ -466,7 +470,8 @@ class RMSPropOptimizer(TF1Optimizer):
             return var, {"rms": ms, "mg": mg, "momentum": mom}
 
         def plain(g: Array, w: Array, ms: Array, mom: Array) -> tuple[Array, ...]:
-            return _kernels.sparse_rmsprop(g, w, ms, mom, _lr(step, w), rho, mu, eps)
+            w, ms, mom = _kernels.sparse_rmsprop(g, w, ms, sign * mom, _lr(step, w), rho, mu, eps)
+            return w, ms, sign * mom
 
         var, ms, mom = _kernels.on_rows(plain, grad, var, slots["rms"], slots["momentum"])
         return var, {"rms": ms, "momentum": mom}
