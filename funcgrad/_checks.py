@@ -8,12 +8,27 @@ wrong at once, every problem is collected and raised once.
 
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+
+#: The ranges a number is held to, by the words every message says them in.
+RULES: dict[str, Callable[[float], bool]] = {
+    "finite": lambda v: True,
+    ">= 0": lambda v: v >= 0,
+    "> 0": lambda v: v > 0,
+    "<= 0": lambda v: v <= 0,
+    ">= 1": lambda v: v >= 1,
+    "in [0, 1)": lambda v: 0 <= v < 1,
+    "in [0, 1]": lambda v: 0 <= v <= 1,
+}
 
 
 def as_int(caller: str, name: str, value: Any, *, minimum: int | None = None, hint: str) -> int:
@@ -59,6 +74,96 @@ def is_integer(value: Any, *, arrays: bool = True) -> bool:
 def is_real_number(value: Any) -> bool:
     """Whether ``value`` is a Python or NumPy real number (integer or floating), not a bool."""
     return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)
+
+
+def not_names_to_numbers(mapping: Mapping[Any, Any]) -> list[str]:
+    """``"'key': value"`` for each entry of ``mapping`` that is not a string to a real
+    number (the entries a map of names to numbers must not have)."""
+    return [
+        f"{k!r}: {v!r}"
+        for k, v in mapping.items()
+        if not (isinstance(k, str) and is_real_number(v))
+    ]
+
+
+def check_numbers(caller: str, numbers: Mapping[str, tuple[Any, str]], example: str) -> None:
+    """Raise unless each ``name: (value, rule)`` is a finite real number within its rule.
+
+    ``rule`` is a key of :data:`RULES` (``"in [0, 1)"``, ``">= 0"``, ...).  Every value
+    that is not a number is reported at once in a ``TypeError`` ("pass Python numbers
+    (example)"), then every number out of its range or not finite in a ``ValueError``
+    ("pass values in range (example)").
+    """
+    not_numbers = [
+        f"{name} must be a number, got {value!r}"
+        for name, (value, _) in numbers.items()
+        if not is_real_number(value)
+    ]
+    raise_collected(caller, not_numbers, f"pass Python numbers ({example})", TypeError)
+    out_of_range = [
+        f"{name} must be finite{'' if rule == 'finite' else ' and ' + rule}, got {value!r}"
+        for name, (value, rule) in numbers.items()
+        if not (math.isfinite(value) and RULES[rule](value))
+    ]
+    raise_collected(caller, out_of_range, f"pass values in range ({example})")
+
+
+def check_schedule(caller: str, name: str, schedule: Callable[..., Any], hint: str) -> None:
+    """Raise unless ``schedule(step)`` traces at an ``int32`` step to one floating scalar
+    (no computation runs); ``name`` is the argument it was given as."""
+    try:
+        out = jax.eval_shape(schedule, jax.ShapeDtypeStruct((), jnp.int32))
+    except Exception as error:
+        raise TypeError(
+            f"{caller}: {name} is a function that fails as schedule(step) "
+            f"({type(error).__name__}: {error}); {hint}."
+        ) from error
+    if not (
+        isinstance(out, jax.ShapeDtypeStruct)
+        and out.shape == ()
+        and jnp.issubdtype(out.dtype, jnp.floating)
+    ):
+        raise TypeError(f"{caller}: {name}(step) returns {out}, not one floating scalar; {hint}.")
+
+
+def check_rate(caller: str, learning_rate: Any) -> None:
+    """Raise unless ``learning_rate`` is a finite rate >= 0 or a ``schedule(step)``.
+
+    A schedule is checked by tracing it once at an ``int32`` step (no computation runs):
+    it must return one floating scalar.
+    """
+    if isinstance(learning_rate, jax.core.Tracer):
+        return
+    hint = "pass a number such as 0.01 or a schedule(step), e.g. fg.train.exponential_decay"
+    if callable(learning_rate):
+        check_schedule(caller, "learning_rate", learning_rate, hint)
+        return
+    kind = np.asarray(learning_rate).dtype.kind if not isinstance(learning_rate, str) else "U"
+    if kind not in "iuf" or np.ndim(learning_rate) != 0:
+        raise TypeError(
+            f"{caller}: learning_rate must be a number or a schedule(step), got "
+            f"{learning_rate!r}; {hint}."
+        )
+    value = float(np.asarray(learning_rate))
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(
+            f"{caller}: learning_rate must be finite and >= 0, got {value}; pass a rate "
+            "such as 0.01."
+        )
+
+
+def is_key(value: Any) -> bool:
+    """Whether ``value`` is a JAX PRNG key: a typed key, or a raw ``uint32[2]`` one."""
+    return isinstance(value, jax.Array) and (
+        jnp.issubdtype(value.dtype, jax.dtypes.prng_key)
+        or (value.dtype == jnp.uint32 and value.shape == (2,))
+    )
+
+
+def check_key(caller: str, name: str, value: Any, hint: str) -> None:
+    """Raise ``TypeError`` unless ``value`` is a PRNG key; the message ends with ``hint``."""
+    if not is_key(value):
+        raise TypeError(f"{caller}: {name} must be a PRNG key, got {value!r}; {hint}.")
 
 
 def did_you_mean(name: str, valid: Iterable[str]) -> str:

@@ -2,8 +2,8 @@
 
 The type aliases every signature reads in, the one record a gradient function sees
 (:class:`Op`), the gradient-function protocol, the unconnected-gradients enum, and the
-two smallest helpers everything shares: "is this an array leaf" and "put these values
-back at these positions".
+smallest helpers everything shares: "is this an array leaf", "put these values back at
+these positions", and reading or replacing the subtree of a state at a path.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ PyTree: TypeAlias = Any
 Cotangent: TypeAlias = Any
 #: A learning-rate schedule: the step (an integer scalar) in, the rate out.
 Schedule: TypeAlias = Callable[[jax.Array], jax.Array]
+#: A learning rate: a non-negative finite number, or a schedule ``step -> rate``.
+LearningRate: TypeAlias = float | jax.Array | Schedule
+#: ``(gradient, variable)`` pairs, one per variable; a gradient may be ``None``.
+GradsAndVars: TypeAlias = list[tuple[Any, Any]]
 #: A numeric value: a JAX or NumPy array, or a Python scalar.
 ArrayLike: TypeAlias = jax.typing.ArrayLike
 #: A function that a wrapper returns with its own signature (``custom_gradient(f)`` is
@@ -56,6 +60,29 @@ def replace_at(values: Sequence[Any], indices: Sequence[int], new: Sequence[Any]
     for i, v in zip(indices, new, strict=True):
         out[i] = v
     return out
+
+
+def get_path(node: Any, path: Sequence[int | str]) -> Any:
+    """The subtree of ``node`` at ``path``: tuple indices, field names and dict keys,
+    outermost first."""
+    for step in path:
+        node = (
+            node[step] if isinstance(step, int) or isinstance(node, dict) else getattr(node, step)
+        )
+    return node
+
+
+def put_path(node: Any, path: Sequence[int | str], value: Any) -> Any:
+    """``node`` with the subtree at ``path`` replaced by ``value`` (tuples, NamedTuples
+    and dicts are rebuilt, nothing is changed in place)."""
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    if isinstance(node, dict):
+        return {**node, step: put_path(node[step], rest, value)}
+    if isinstance(step, int):
+        return (*node[:step], put_path(node[step], rest, value), *node[step + 1 :])
+    return node._replace(**{step: put_path(getattr(node, step), rest, value)})
 
 
 class UnconnectedGradients(enum.StrEnum):

@@ -52,6 +52,10 @@ SCRIPTS = {
         ["--size", "1000", "--max-order", "2", "--repeats", "1", "--first-repeats", "1"],
         "| nth_derivative first (s) |",
     ),
+    "bench_optimizers.py": (
+        ["--repeats", "2", "--number", "1", "--traces", "1", "--only", "GradientDescent", "AdamW"],
+        "| optimizer | dense: ratio to optax.sgd (IQR) | sparse: ratio (IQR) | trace ratio (IQR) |",
+    ),
     "bench_overrides.py": (
         ["--batch", "8", "--hidden", "16", "--runs", "2", "--compiles", "1"],
         "gradients bit-identical: True",
@@ -117,6 +121,16 @@ def test_bench_sparse_compares_a_lookup_over_shards_on_tiny_sizes() -> None:
         "--repeats", "1",
     )  # fmt: skip
     assert "| Momentum step: one array in 4 parts, fg.nn.embedding_lookup" in stdout
+
+
+def test_bench_optimizers_compares_two_checkouts_on_tiny_sizes() -> None:
+    stdout = _run(
+        "bench_optimizers.py", "--compare", str(ROOT), str(ROOT), "--rounds", "1",
+        "--repeats", "2", "--number", "1", "--traces", "1", "--only", "GradientDescent",
+    )  # fmt: skip
+    assert "| GradientDescentOptimizer | sparse |" in stdout
+    assert "| optimizer | trace ratio before (IQR) | after (IQR) |" in stdout
+    assert "optax.sgd per step (after): dense" in stdout
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))

@@ -82,3 +82,36 @@ def test_the_house_plan():
     readme = (PACKAGE / "_core" / "README.md").read_text()
     for module in pkgutil.iter_modules([str(PACKAGE / "_core")]):
         assert f"`{module.name}.py`" in readme, f"_core/README.md does not explain {module.name}"
+
+
+TESTS = Path(__file__).parent
+
+
+def _public_modules() -> list[Path]:
+    """Each public module's path under ``funcgrad/`` (no part of it private)."""
+    return sorted(
+        p.relative_to(PACKAGE)
+        for p in PACKAGE.rglob("*.py")
+        if not any(part.startswith("_") for part in p.relative_to(PACKAGE).parts)
+    )
+
+
+def _test_file(module: Path) -> Path:
+    """``tests/<the module's folder>/test_<module>.py``."""
+    return module.parent / f"test_{module.name}"
+
+
+def test_every_public_module_has_its_test_file() -> None:
+    missing = [
+        f"funcgrad/{m} -> tests/{_test_file(m)}"
+        for m in _public_modules()
+        if not (TESTS / _test_file(m)).is_file()
+    ]
+    assert not missing, f"write these test files: {missing}"
+
+
+def test_the_readme_maps_every_public_module_to_its_test_file() -> None:
+    readme = (TESTS / "README.md").read_text()
+    rows = [f"| `funcgrad/{m}` | `tests/{_test_file(m)}` |" for m in _public_modules()]
+    absent = [row for row in rows if row not in readme]
+    assert not absent, f"tests/README.md's module table lacks {absent}"

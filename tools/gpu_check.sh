@@ -36,7 +36,7 @@ timeout 240 "$py" -m pytest -q -p no:cacheprovider -n 8 \
     tests/test_gradients.py tests/test_higher_order.py tests/test_overrides.py \
     tests/test_conventions.py tests/_core/test_rewrite.py tests/_core/test_connectivity.py \
     tests/_core/test_jax_internals.py tests/_core/test_sparse_reads.py \
-    tests/test_train_optimizer.py tests/test_train_tf_optimizers.py tests/test_train_sparse.py \
+    tests/train/test_optimizer.py tests/train/optimizers/test_tf1.py tests/train/test_sparse.py \
     2>&1 | tee "$out/suite.txt" || status=1
 # Each benchmark times funcgrad and its hand-written baseline side by side, interleaved.
 for bench in "bench_trace 120 7" "bench_tf1_projects 90 9" "bench_adafactor 90 9"; do

@@ -9,17 +9,14 @@ Every public name is importable from here (``fg.train.X``).  Where each concept 
   GAN's D and G), sharing one ``TrainState``.
 * ``names``: ``variable_names``.
 * ``moving_averages``: ``ExponentialMovingAverage``, TensorFlow's averages of the weights.
-* ``optimize_loss``: ``tf.contrib.layers.optimize_loss``, an optimizer that processes its
-  gradients (noise, multipliers, clipping) before each apply.
-* ``optimizers/``: the TF1 optimizers, the base ``TF1Optimizer`` of a project's own
-  (BERT's ``AdamWeightDecayOptimizer`` and tensor2tensor's ``AdafactorOptimizer`` and
-  ``MultistepAdamOptimizer`` are written on it), tf.contrib.opt's
-  ``MovingAverageOptimizer``, and the optax transformations that hold
-  TensorFlow's update rules.
+* ``optimizers/``: ``TF1Optimizer``, the one base of every TF1 optimizer, and the
+  optimizers on it — ``tf.train``'s, ``tf.contrib.opt``'s, BERT's, ALBERT's,
+  tensor2tensor's — with the optax transformations that hold TensorFlow's update rules.
 * ``schedules/``: TensorFlow's learning-rate decays, and the learning rate held in the
   optimizer state (``scale_by_learning_rate``, ``set_learning_rate``).
-* ``wrappers/``: gradient accumulation, skipping non-finite steps, data parallelism and
-  ``LossScaleOptimizer`` — each a separate wrapper.
+* ``wrappers/``: ``LossScaleOptimizer``, ``MovingAverageOptimizer`` and ``optimize_loss``
+  around any optimizer (on one small base), and gradient accumulation, skipping
+  non-finite steps and data parallelism — each a separate wrapper.
 * ``checkpoints/``: orbax checkpoints (``Checkpointer``) and TensorFlow 1.x
   ``tf.train.Saver`` checkpoints (``restore_tf_checkpoint``, ``save_tf_checkpoint``).
 * Private: ``_variables`` (which leaves are variables), ``_var_list`` (which variables
@@ -36,7 +33,6 @@ from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.moving_averages import ExponentialMovingAverage
 from funcgrad.train.names import variable_names
-from funcgrad.train.optimize_loss import optimize_loss
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers import AdadeltaOptimizer
 from funcgrad.train.optimizers import AdafactorOptimizer
@@ -53,8 +49,6 @@ from funcgrad.train.optimizers import LARSOptimizer
 from funcgrad.train.optimizers import LazyAdamOptimizer
 from funcgrad.train.optimizers import MomentumOptimizer
 from funcgrad.train.optimizers import MomentumWOptimizer
-from funcgrad.train.optimizers import MovingAverageOptimizer
-from funcgrad.train.optimizers import MovingAverageState
 from funcgrad.train.optimizers import MultistepAdamOptimizer
 from funcgrad.train.optimizers import NadamOptimizer
 from funcgrad.train.optimizers import PowerSignOptimizer
@@ -92,10 +86,13 @@ from funcgrad.train.state import TrainState
 from funcgrad.train.wrappers import AccumulateGradientsState
 from funcgrad.train.wrappers import LossScaleOptimizer
 from funcgrad.train.wrappers import LossScaleState
+from funcgrad.train.wrappers import MovingAverageOptimizer
+from funcgrad.train.wrappers import MovingAverageState
 from funcgrad.train.wrappers import SkippedSteps
 from funcgrad.train.wrappers import accumulate_gradients
 from funcgrad.train.wrappers import data_parallel
 from funcgrad.train.wrappers import minimize_in_microbatches
+from funcgrad.train.wrappers import optimize_loss
 from funcgrad.train.wrappers import shard_map_minimize
 from funcgrad.train.wrappers import skip_nonfinite
 from funcgrad.train.wrappers import skipped_steps

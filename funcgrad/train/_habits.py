@@ -55,6 +55,14 @@ _TF_ONLY = {
 }
 
 
+#: Options of other optimizers than the one called, with the reason (refused unless the
+#: loss function names the keyword itself: a ``**kwargs`` would swallow it silently).
+_ELSEWHERE = {
+    "decay_var_list": "it is the option of the optimizers with decoupled weight decay "
+    "(fg.train.AdamWOptimizer, MomentumWOptimizer), and this one decays no variable",
+}
+
+
 def check_state(caller: str, state: Any, call: str) -> None:
     """Raise unless ``state`` is a ``TrainState``; the message shows ``call``."""
     if isinstance(state, TrainState):
@@ -91,14 +99,15 @@ def check_params(caller: str, params: Any, call: str) -> None:
         raise TypeError(f"{caller}: params is a fg.train.TrainState; pass its parameters: {call}.")
 
 
-def _takes_keyword(fn: Callable[..., Any], name: str) -> bool:
-    """Whether ``fn`` accepts the keyword ``name`` (``True`` when it cannot be told)."""
+def _takes_keyword(fn: Callable[..., Any], name: str, *, by_name: bool = False) -> bool:
+    """Whether ``fn`` accepts the keyword ``name`` — by name only with ``by_name``, else
+    also through ``**kwargs`` (``True`` when it cannot be told)."""
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return True
     return any(
-        p.kind is p.VAR_KEYWORD
+        (p.kind is p.VAR_KEYWORD and not by_name)
         or (p.name == name and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
         for p in parameters
     )
@@ -118,8 +127,14 @@ def refuse_keywords(
         for k in kwargs
         if k in _TF_ONLY and (loss_fn is None or not _takes_keyword(loss_fn, k))
     ]
+    problems += [
+        f"{k}= is not taken here: {_ELSEWHERE[k]}"
+        for k in kwargs
+        if k in _ELSEWHERE and (loss_fn is None or not _takes_keyword(loss_fn, k, by_name=True))
+    ]
     if loss_fn is None:
-        problems += [f"it takes no keyword argument {k!r}" for k in kwargs if k not in _TF_ONLY]
+        known = {**_TF_ONLY, **_ELSEWHERE}
+        problems += [f"it takes no keyword argument {k!r}" for k in kwargs if k not in known]
     if problems:
         raise TypeError(f"{caller}: {'; '.join(problems)}; drop it: {call}.")
 

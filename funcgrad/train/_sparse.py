@@ -16,7 +16,8 @@ sparse variables' slots are not touched; non-slot state advances there, once.  T
 of each sparse variable are cut out of the optax state leaf by leaf — :func:`_owners`
 finds which variable each state leaf belongs to with
 ``optax.tree_utils.tree_map_params`` — updated by the optimizer's sparse rule
-(``funcgrad.train.optimizers._sparse_rules``) and put back in place.
+(the optimizer's ``_apply_sparse``, which reads them by slot name) and put back in
+place.
 
 Duplicates: a sparse rule gets the ``IndexedSlices`` as it is, as TF's
 ``_apply_sparse_duplicate_indices`` does.  Most rules sum duplicates first, as TF's
@@ -29,8 +30,9 @@ id outside the table never writes into another row (JAX's own indexing wraps a
 negative id and clamps a large one); outside ``jax.jit`` such an id is an error first.
 
 What it assumes: the optax state's slot trees have the parameters' structure (true of
-every optax transformation), and a sparse rule knows the order of its optimizer's slots
-in the state's flatten order (Adam's ``mu`` before ``nu``).
+every optax transformation), and a sparse rule knows which of a variable's state leaves
+is which slot from where they are in the state's flatten order (``TF1Optimizer`` reads
+it off the paths it declares for its slots).
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from funcgrad.indexed_slices import IndexedSlices
@@ -62,12 +63,13 @@ class Rows(NamedTuple):
 #: The sparse rule of one variable: ``(w, slots, gradient, name) -> [new w, *new slots]``;
 #: ``name`` is the variable's (for a rule that reads it, as TF's ``var.op.name``).
 LeafRule = Callable[[jax.Array, list[jax.Array], IndexedSlices, str], list[jax.Array]]
-#: An optimizer's sparse rule: ``(its optax state, global_step) -> LeafRule``, both read
-#: before the step (the learning rate, Adam's beta powers).
-SparseRule = Callable[[Any, jax.Array], LeafRule]
-#: The dense step of ``Optimizer``: ``(flat, trained, grads, slots, global_step) ->
-#: (new variables, new slots)``.
-DenseStep = Callable[[Flat, list[bool], list[Any], Any, jax.Array], tuple[list[Any], Any]]
+#: An optimizer's sparse rule: ``(its optax state, global_step, step options) ->
+#: LeafRule``, the state and step read before the step (the learning rate, Adam's beta
+#: powers); the options are what the optimizer read of every variable for this step.
+SparseRule = Callable[[Any, jax.Array, Any], LeafRule]
+#: The dense step of ``Optimizer``: ``(flat, trained, grads, slots, global_step, step
+#: options) -> (new variables, new slots)``.
+DenseStep = Callable[[Flat, list[bool], list[Any], Any, jax.Array, Any], tuple[list[Any], Any]]
 
 
 def in_table(slices: IndexedSlices) -> Rows:
@@ -109,23 +111,6 @@ def scatter(table: jax.Array, rows: Rows, new: jax.Array) -> jax.Array:
     return table.at[rows.indices].set(new.astype(table.dtype), mode="drop", indices_are_sorted=True)
 
 
-def check_ids(caller: str, name: str, slices: IndexedSlices) -> None:
-    """Raise for an id outside the table, when the ids are known (outside ``jax.jit``)."""
-    if isinstance(slices.indices, jax.core.Tracer):
-        return
-    ids = np.asarray(slices.indices)
-    rows = slices.dense_shape[0]
-    bad = np.flatnonzero((ids < 0) | (ids >= rows))
-    if bad.size:
-        k = int(bad[0])
-        raise ValueError(
-            f"{caller}: the IndexedSlices gradient of {name!r} (a table of {rows} rows, "
-            f"shape {slices.dense_shape}) has id {int(ids[k])} at position {k}, outside "
-            f"[0, {rows}) ({bad.size} such ids); fix the ids the loss looks up — under "
-            "jax.jit such rows are dropped, never written into another row."
-        )
-
-
 def _owners(
     tx: optax.GradientTransformation, flat: Flat, trained: list[bool], slots: Any
 ) -> list[int]:
@@ -151,6 +136,7 @@ def apply(
     grads: Sequence[Any],
     slots: Any,
     global_step: jax.Array,
+    step_options: Any,
 ) -> tuple[list[Any], Any]:
     """One step: dense gradients through ``tx``, ``IndexedSlices`` ones by ``rule``.
 
@@ -169,8 +155,9 @@ def apply(
         [None if s else g for g, s in zip(grads, sparse, strict=True)],
         jax.tree.unflatten(dense_def, kept),
         global_step,
+        step_options,
     )
-    leaf_rule = rule(slots, global_step)
+    leaf_rule = rule(slots, global_step, step_options)
     names = variable_names(flat.params)
     updated = {}
     for j in (j for j, s in enumerate(sparse) if s):

@@ -23,12 +23,12 @@ def _is_names(var_list: Any) -> bool:
     return isinstance(var_list, list | tuple) and all(isinstance(n, str) for n in var_list)
 
 
-def _mask_leaves(caller: str, params: PyTree, mask: PyTree) -> list[bool]:
+def _mask_leaves(caller: str, params: PyTree, mask: PyTree, name: str) -> list[bool]:
     try:
         full = jax.tree.map(lambda m, sub: jax.tree.map(lambda _: m, sub), mask, params)
     except ValueError:
         raise ValueError(
-            f"{caller}: the var_list mask has structure {jax.tree.structure(mask)}, which "
+            f"{caller}: the {name} mask has structure {jax.tree.structure(mask)}, which "
             f"is not a prefix of the parameters' {jax.tree.structure(params)}; pass one "
             "bool per variable (or per subtree)."
         ) from None
@@ -36,7 +36,7 @@ def _mask_leaves(caller: str, params: PyTree, mask: PyTree) -> list[bool]:
     leaves = [m for m, v in zip(jax.tree.leaves(full), variables, strict=True) if v]
     if not all(isinstance(m, bool | np.bool_) for m in leaves):
         raise TypeError(
-            f"{caller}: a var_list mask must hold Python bools, got "
+            f"{caller}: a {name} mask must hold Python bools, got "
             f"{sorted({type(m).__name__ for m in leaves})}; pass True or False per "
             "variable, or a list of variable names."
         )
@@ -72,13 +72,20 @@ def select(caller: str, params: PyTree, var_list: VarList) -> list[bool]:
     return selected
 
 
-def selection(caller: str, params: PyTree, var_list: VarList) -> list[bool]:
+def outside(params: PyTree, selected: list[bool], allowed: list[bool]) -> list[str]:
+    """The names of the variables ``selected`` picks and ``allowed`` does not."""
+    pairs = zip(variable_names(params), selected, allowed, strict=True)
+    return [n for n, s, a in pairs if s and not a]
+
+
+def selection(caller: str, params: PyTree, var_list: VarList, name: str = "var_list") -> list[bool]:
     """For each variable of ``params`` (``variable_names`` order), whether ``var_list``
-    selects it, in any of its forms; none selected is no error here."""
+    selects it, in any of its forms; none selected is no error here.  ``name`` is the
+    argument it was given as (``decay_var_list``), for the messages."""
     names = variable_names(params)
     if isinstance(var_list, str):
         raise TypeError(
-            f"{caller}: var_list is the string {var_list!r}; pass a list of variable names, "
+            f"{caller}: {name} is the string {var_list!r}; pass a list of variable names, "
             f"e.g. [{var_list!r}]."
         )
     if var_list is None:
@@ -88,7 +95,7 @@ def selection(caller: str, params: PyTree, var_list: VarList) -> list[bool]:
         unknown = [f"{n!r}{_checks.did_you_mean(n, names)}" for n in wanted if n not in names]
         if unknown:
             raise ValueError(
-                f"{caller}: var_list names {', '.join(unknown)}, which are not variables; "
+                f"{caller}: {name} names {', '.join(unknown)}, which are not variables; "
                 f"the variables are {names} (see fg.train.variable_names(params))."
             )
         selected = [n in wanted for n in names]
@@ -96,5 +103,5 @@ def selection(caller: str, params: PyTree, var_list: VarList) -> list[bool]:
         leaves = [leaf for leaf in jax.tree.leaves(params) if is_variable(leaf)]
         selected = [bool(var_list(n, leaf)) for n, leaf in zip(names, leaves, strict=True)]
     else:
-        selected = _mask_leaves(caller, params, var_list)
+        selected = _mask_leaves(caller, params, var_list, name)
     return selected

@@ -78,6 +78,16 @@ class _Member(Optimizer):
     def _with_slots(self, state: TrainState, slots: Any) -> Any:
         return {**state.opt_state, self.name: slots}
 
+    def _step_options(self, caller: str, params: PyTree, opt_state: Any, global_step: Any) -> Any:
+        return self.optimizer._step_options(caller, params, opt_state, global_step)
+
+    def _call_options(self) -> tuple[str, ...]:
+        return self.optimizer._call_options()
+
+    def _with_call_options(self, **options: Any) -> Optimizer:
+        configured = self.optimizer._with_call_options(**options)
+        return _Member(self.group, self.name, configured, self.var_list)
+
     def init_slots(self, flat: Flat) -> Any:
         """Fresh slots for the variables of this optimizer's ``var_list``."""
         trained = self._trained(self._caller("init(params)"), flat.params)
@@ -112,6 +122,25 @@ class _All(Optimizer):
     def _caller(self, method: str) -> str:
         return f"fg.train.OptimizerGroup.{method}"
 
+    def _call_options(self) -> tuple[str, ...]:
+        members = self.group._members.values()
+        return tuple(dict.fromkeys(o for m in members for o in m._call_options()))
+
+    def _with_call_options(self, **options: Any) -> Optimizer:
+        """Refused: an option belongs to the member it configures."""
+        takers = [
+            f"{n!r} ({type(m.optimizer).__name__})"
+            for n, m in self.group._members.items()
+            if set(options) & set(m._call_options())
+        ]
+        given = ", ".join(f"{k}=" for k in options)
+        raise TypeError(
+            f"fg.train.OptimizerGroup: {given} configures a member's optimizer, here "
+            f"{', '.join(takers)}, not the group's one step; give it to that optimizer when "
+            "you build it (AdamWOptimizer(..., decay_var_list=[...])), or step the member "
+            f"alone: group[name].minimize(loss_fn, state, {given}...)."
+        )
+
     def _trained(self, caller: str, params: PyTree) -> list[bool]:
         masks = [m._trained(caller, params) for m in self.group._members.values()]
         return [any(t) for t in zip(*masks, strict=True)]
@@ -129,9 +158,21 @@ class _All(Optimizer):
             "drop those pairs, or add the variables to a var_list in the group",
         )
         step = state.global_step
+        owns = {}
         for member in self.group._members.values():
             mine = member._trained(caller, state.params)
-            own = [g if t else None for g, t in zip(grads, mine, strict=True)]
+            owns[member.name] = [g if t else None for g, t in zip(grads, mine, strict=True)]
+        empty = [n for n, own in owns.items() if all(g is None for g in own)]
+        if empty:
+            raise ValueError(
+                f"{caller}: no gradient reaches a variable of {empty} (var_list leaves it "
+                "none, or the loss does not depend on them: TensorFlow's 'No gradients "
+                "provided' of that member's minimize), and the group's step applies every "
+                "member; select some of each member's variables, or step the others alone: "
+                f"group[{next(n for n in owns if n not in empty)!r}].minimize(loss_fn, state)."
+            )
+        for member in self.group._members.values():
+            own = owns[member.name]
             state = member._apply(f"{caller} ({member.name!r})", call, own, state)
             state = state._replace(global_step=step)  # each member reads the step before it
         return state._replace(global_step=step + 1)

@@ -23,7 +23,6 @@ from funcgrad import _checks
 from funcgrad._types import PyTree
 from funcgrad._types import Schedule
 from funcgrad._types import is_array
-from funcgrad.train.schedules._inject import check_schedule
 
 __all__ = ["EmaState", "ExponentialMovingAverage"]
 
@@ -139,7 +138,9 @@ class ExponentialMovingAverage:
     ) -> None:
         caller = "fg.train.ExponentialMovingAverage(decay, num_updates, zero_debias)"
         if callable(decay):
-            check_schedule(caller, "decay", decay, "pass a number such as 0.999 or a schedule")
+            _checks.check_schedule(
+                caller, "decay", decay, "pass a number such as 0.999 or a schedule"
+            )
         elif not _checks.is_real_number(decay):
             raise TypeError(
                 f"{caller}: decay must be a Python number or a schedule(step), got {decay!r}; "

@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from funcgrad._core import sparse_reads
+from funcgrad._types import GradsAndVars
 from funcgrad._types import PyTree
 from funcgrad.indexed_slices import IndexedSlices
 from funcgrad.train import _habits
@@ -31,9 +33,6 @@ from funcgrad.train.names import variable_names
 from funcgrad.train.state import TrainState
 
 __all__ = ["GradsAndVars", "Optimizer"]
-
-#: ``(gradient, variable)`` pairs, one per variable; a gradient may be ``None``.
-GradsAndVars = list[tuple[Any, Any]]
 
 
 class Optimizer:
@@ -154,11 +153,7 @@ class Optimizer:
             return self._trained(caller, params)
         selected = _var_list.select(caller, params, var_list)
         trained = self._trained(caller, params) if self.var_list is not None else selected
-        outside = [
-            n
-            for n, s, t in zip(variable_names(params), selected, trained, strict=True)
-            if s and not t
-        ]
+        outside = _var_list.outside(params, selected, trained)
         if outside:
             raise ValueError(
                 f"{caller}: var_list selects {outside}, which this optimizer holds no slots "
@@ -291,6 +286,11 @@ class Optimizer:
           >>> [float(p) for p in state.params], int(state.global_step)
           ([1.0, 0.0], 1)
         """
+        taken = self._taken(tf_arguments)
+        if taken:
+            return self._with_call_options(**taken).apply_gradients(
+                grads_and_vars, state, **tf_arguments
+            )
         caller = self._caller("apply_gradients(grads_and_vars, state)")
         call = "state = opt.apply_gradients(grads_and_vars, state)"
         _habits.refuse_keywords(caller, None, tf_arguments, call)
@@ -341,6 +341,12 @@ class Optimizer:
           >>> float(loss), float(state.params)
           (8.0, 1.0)
         """
+        taken = self._taken(kwargs)
+        if taken:
+            return self._with_call_options(**taken).minimize(
+                loss_fn, state, *args, var_list=var_list, grad_loss=grad_loss, has_aux=has_aux,
+                **kwargs,
+            )  # fmt: skip
         caller = self._caller("minimize(loss_fn, state, *args)")
         call = "state, loss = opt.minimize(loss_fn, state, *args)"
         self._check_state(caller, state, call)
@@ -351,6 +357,23 @@ class Optimizer:
             chosen = [n for n, s in zip(names, selected, strict=True) if s]
             raise _pairs.no_gradients(caller, chosen, why())
         return self._apply(caller, call, grads, state), out
+
+    # TensorFlow's call-site options (AdamW's decay_var_list): configuration, taken from
+    # a call's keywords and made an optimizer of their own for that call.
+
+    def _call_options(self) -> tuple[str, ...]:
+        """The keywords of ``minimize`` / ``apply_gradients`` that configure this optimizer
+        for one call (none here)."""
+        return ()
+
+    def _with_call_options(self, **options: Any) -> Optimizer:
+        """This optimizer configured with call-site ``options`` (only those of
+        :meth:`_call_options`), a new object."""
+        raise NotImplementedError  # never called: _call_options is empty here
+
+    def _taken(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call-site options among ``kwargs``, removed from it."""
+        return {k: kwargs.pop(k) for k in self._call_options() if k in kwargs}
 
     # The steps every method shares, and the hooks a wrapper (LossScaleOptimizer)
     # overrides: _check_state, _scaled_loss, _unscaled and _apply.
@@ -418,9 +441,8 @@ class Optimizer:
             raise _pairs.no_gradients(caller, [n for n, t in zip(names, trained, strict=True) if t])
         slots = self._slots(caller, state)
         _habits.check_slots(caller, slots, self._init_structure(flat, trained), call)
-        for name, g in zip(names, grads, strict=True):
-            if isinstance(g, IndexedSlices):
-                _sparse.check_ids(caller, name, g)
+        sparse_reads.check_all_ids(caller, grads, names)
+        options = self._step_options(caller, state.params, slots, state.global_step)
         rule = self.sparse_rule
         if rule is None:  # a plain optax transformation: TF's dense fallback
             grads = [g.to_dense() if isinstance(g, IndexedSlices) else g for g in grads]
@@ -435,15 +457,32 @@ class Optimizer:
                 grads,
                 slots,
                 state.global_step,
+                options,
             )
         else:
-            new, new_slots = self._dense_step(flat, trained, grads, slots, state.global_step)
+            step = state.global_step
+            new, new_slots = self._dense_step(flat, trained, grads, slots, step, options)
         return TrainState(
             flat.replaced(new), self._with_slots(state, new_slots), state.global_step + 1
         )
 
+    def _step_options(
+        self, caller: str, params: PyTree, opt_state: Any, global_step: jax.Array
+    ) -> Any:
+        """What a step's transformation reads once per step (about every variable of
+        ``params``, of its ``opt_state`` at ``global_step``), passed to ``tx.update`` as the
+        extra argument ``step_options`` (``None``: nothing here)."""
+        del caller, params, opt_state, global_step
+        return None
+
     def _dense_step(
-        self, flat: Flat, trained: list[bool], grads: list[Any], slots: Any, global_step: Any
+        self,
+        flat: Flat,
+        trained: list[bool],
+        grads: list[Any],
+        slots: Any,
+        global_step: Any,
+        options: Any = None,
     ) -> tuple[list[Any], Any]:
         """The new variables and slots after one optax update by dense ``grads`` (one per
         variable, ``None`` to skip) of the ``trained`` variables."""
@@ -451,8 +490,11 @@ class Optimizer:
         kept = [(g, v) for g, v, t in zip(grads, flat.variables, trained, strict=True) if t]
         skip = [g is None for g, _ in kept]
         filled = [jnp.zeros_like(v) if g is None else g for g, v in kept]
+        extra = {"global_step": global_step}
+        if options is not None:
+            extra["step_options"] = options
         updates, new_slots = optax.with_extra_args_support(self.tx).update(
-            flat.like_holes(trained, filled), slots, holed, global_step=global_step
+            flat.like_holes(trained, filled), slots, holed, **extra
         )
         stepped = iter(jax.tree.leaves(optax.apply_updates(holed, updates)))
         new = [next(stepped) if t else v for v, t in zip(flat.variables, trained, strict=True)]

@@ -6,7 +6,7 @@ below from tensorflow/tensorflow ``tensorflow/contrib/layers/python/layers/optim
 ``tf.compat.v1`` for the modules it imported and one change: its
 ``random_ops.truncated_normal`` is a parameter, so a test can feed the noise funcgrad drew
 (the rule funcgrad draws it by is checked against an independent draw in
-``tests/test_train_optimize_loss.py``, and its distribution against TensorFlow's below).
+``tests/train/wrappers/test_processing.py``, and its distribution against TensorFlow's below).
 
 Each case runs the shared model of ``tf1_projects_model`` (a dense layer, a bias, a
 ``LayerNorm/gamma`` and an embedding table read by a gather, so the sparse rules take

@@ -367,9 +367,10 @@ def _contrib(tf):
             return self._apply_sparse_shared(grad, var, indices, self._resource_scatter_add)
 
     class _SignOptimizer(tf1.train.Optimizer):
-        """AddSign's and PowerSign's shared part: addsign.py / powersign.py at commit
-        01fc22e646ae65d1c6c943911d1592df8f91f7a1 (their __init__, apply_gradients,
-        _create_slots and _prepare are the same but for alpha / base)."""
+        """AddSign's and PowerSign's lines: addsign.py / powersign.py at commit
+        01fc22e646ae65d1c6c943911d1592df8f91f7a1, which are the same file but for alpha /
+        base and the multiplier (adaptation: the shared lines are written once here, the
+        multipliers are each original's)."""
 
         def __init__(self, learning_rate, beta, sign_decay_fn, name):
             super().__init__(False, name)
@@ -405,7 +406,7 @@ def _contrib(tf):
             m_t = m.assign((m * beta_t) + (dense * (1 - beta_t)))
             sign_gm = tf.gather(tf.sign(m_t), indices) * tf.sign(grad)
             sign_decayed = tf.cast(self._sign_decay_t, var.dtype.base_dtype)
-            multiplier_values = self._multiplier(sign_decayed * sign_gm, var)
+            multiplier_values = self._sparse_multiplier(sign_decayed, sign_gm, var)
             final_update = lr_t * multiplier_values * grad
             var_update = tf.raw_ops.ResourceScatterSub(
                 resource=var.handle, indices=indices, updates=final_update
@@ -433,8 +434,9 @@ def _contrib(tf):
                 beta=tf.cast(self._beta_t, var.dtype.base_dtype), grad=grad,
             )  # fmt: skip
 
-        def _multiplier(self, decayed_sign_gm, var):
-            return tf.cast(self._alpha_t, var.dtype.base_dtype) + decayed_sign_gm
+        def _sparse_multiplier(self, sign_decayed, sign_gm, var):
+            alpha_t = tf.cast(self._alpha_t, var.dtype.base_dtype)
+            return alpha_t + sign_decayed * sign_gm
 
     class PowerSignOptimizer(_SignOptimizer):
         def __init__(
@@ -457,8 +459,10 @@ def _contrib(tf):
                 beta=tf.cast(self._beta_t, var.dtype.base_dtype), grad=grad,
             )  # fmt: skip
 
-        def _multiplier(self, decayed_sign_gm, var):
-            return tf.exp(tf.cast(self._logbase_t, var.dtype.base_dtype) * decayed_sign_gm)
+        def _sparse_multiplier(self, sign_decayed, sign_gm, var):
+            logbase_t = tf.cast(self._logbase_t, var.dtype.base_dtype)
+            e_t = tf.cast(math.e, var.dtype.base_dtype)
+            return tf.pow(e_t, logbase_t * sign_decayed * sign_gm)
 
     class LARSOptimizer(tf1.train.Optimizer):
         """lars_optimizer.py at commit 5c8077a6fd768817b70b344bdcddb7fef213245a."""

@@ -52,6 +52,7 @@ import numpy as np
 
 from funcgrad import _checks
 from funcgrad._types import PyTree
+from funcgrad._types import get_path
 from funcgrad._types import is_array
 from funcgrad.train import _var_list
 from funcgrad.train._var_list import VarList
@@ -61,59 +62,23 @@ from funcgrad.train.checkpoints import _tf_bundle
 from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.moving_averages import EmaState
 from funcgrad.train.names import variable_names
-from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.optimizers.base import TF1Optimizer
-from funcgrad.train.optimizers.moving_average import MovingAverageOptimizer
-from funcgrad.train.optimizers.moving_average import MovingAverageState
-from funcgrad.train.optimizers.tf1 import AdadeltaOptimizer
-from funcgrad.train.optimizers.tf1 import AdagradOptimizer
-from funcgrad.train.optimizers.tf1 import AdamOptimizer
-from funcgrad.train.optimizers.tf1 import FtrlOptimizer
-from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer
-from funcgrad.train.optimizers.tf1 import LazyAdamOptimizer
-from funcgrad.train.optimizers.tf1 import MomentumOptimizer
-from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer
-from funcgrad.train.optimizers.tf1 import ProximalGradientDescentOptimizer
-from funcgrad.train.optimizers.tf1 import RMSPropOptimizer
 from funcgrad.train.state import TrainState
 from funcgrad.train.wrappers.loss_scale import LossScaleOptimizer
 from funcgrad.train.wrappers.loss_scale import LossScaleState
-
-#: A slot: the path to its tree in the optimizer's ``inner_state`` (tuple indices and
-#: field names), and the sign funcgrad holds it with.
-_Slot = tuple[tuple[int | str, ...], int]
+from funcgrad.train.wrappers.moving_average_optimizer import MovingAverageOptimizer
+from funcgrad.train.wrappers.moving_average_optimizer import MovingAverageState
 
 
 class Kind(NamedTuple):
-    """A TF1 optimizer's names: the base of its slots' names (TensorFlow names every slot
-    ``v/<base>``, made unique in the graph as ``v/<base>_1``, ``v/<base>_2``, ...), its
-    slots in TensorFlow's order of creation, and its non-slot variables."""
+    """A TF1 optimizer's names, as it declares them: each slot's key and base name
+    (TensorFlow names the slot ``v/<base>``, made unique in the graph as ``v/<base>_1``,
+    ...), in TensorFlow's order of creation, and its non-slot variables."""
 
-    base: str
-    slots: tuple[_Slot, ...]
+    slots: tuple[tuple[str, str], ...]
     non_slots: tuple[str, ...] = ()
-    #: A ``TF1Optimizer``'s: each slot's own base, and each non-slot's path in the
-    #: inner state (empty: every slot is ``base``, the non-slots are Adam's powers).
-    slot_bases: tuple[str, ...] = ()
-    non_slot_paths: tuple[tuple[int | str, ...], ...] = ()
 
 
-_ADAM = Kind("Adam", (((0, "mu"), 1), ((0, "nu"), 1)), ("beta1_power", "beta2_power"))
-_RMSPROP = Kind("RMSProp", (((0, "nu"), 1), ((2, "trace"), -1)))
-_RMSPROP_CENTERED = Kind("RMSProp", (((0, "nu"), 1), ((0, "mu"), 1), ((2, "trace"), -1)))
-#: Each TF1 optimizer's names (add a row for a new optimizer or a new state field).
-_KINDS: dict[type, Kind] = {
-    GradientDescentOptimizer: Kind("GradientDescent", ()),
-    ProximalGradientDescentOptimizer: Kind("ProximalGradientDescent", ()),
-    MomentumOptimizer: Kind("Momentum", (((0, "trace"), 1),)),
-    AdamOptimizer: _ADAM,
-    LazyAdamOptimizer: _ADAM,
-    RMSPropOptimizer: _RMSPROP,
-    AdagradOptimizer: Kind("Adagrad", (((0, "sum_of_squares"), 1),)),
-    AdadeltaOptimizer: Kind("Adadelta", (((0, "e_g"), 1), ((0, "e_x"), 1))),
-    FtrlOptimizer: Kind("Ftrl", ((("accumulator",), 1), (("linear",), 1))),
-    ProximalAdagradOptimizer: Kind("ProximalAdagrad", ((("accumulator",), 1),)),
-}
 #: TensorFlow's names of a dynamic loss scale and of a moving average's shadows.
 _LOSS_SCALE = ("current_loss_scale", "good_steps")
 _SHADOW = "ExponentialMovingAverage"
@@ -124,12 +89,12 @@ class Part(NamedTuple):
     ``state.opt_state`` (indices, field names and group names), which variables it has
     slots for."""
 
-    optimizer: Optimizer
+    optimizer: TF1Optimizer
     kind: Kind
     at: tuple[int | str, ...]
     trained: list[bool]
-    #: Per variable, per slot: whether the variable has it (``None``: every slot).
-    present: list[list[bool]] | None = None
+    #: Per variable, per slot: whether the variable has it.
+    present: list[list[bool]]
     #: The variable scope of its slots and non-slots (``"OptimizeLoss/"``), or ``""``.
     scope: str = ""
     #: ``optimize_loss``'s float learning rate, the variable ``<scope>learning_rate``.
@@ -156,34 +121,11 @@ class Item(NamedTuple):
     leaf: int = -1
 
 
-def get(node: Any, path: tuple[int | str, ...]) -> Any:
-    """The subtree of ``node`` at ``path`` (tuple indices, field names, dict keys)."""
-    for step in path:
-        node = (
-            node[step] if isinstance(step, int) or isinstance(node, dict) else getattr(node, step)
-        )
-    return node
-
-
-def put(node: Any, path: tuple[int | str, ...], value: Any) -> Any:
-    """``node`` with the subtree at ``path`` replaced by ``value`` (tuples, NamedTuples
-    and dicts)."""
-    if not path:
-        return value
-    step, rest = path[0], path[1:]
-    if isinstance(node, dict):
-        return {**node, step: put(node[step], rest, value)}
-    if isinstance(step, int):
-        return (*node[:step], put(node[step], rest, value), *node[step + 1 :])
-    return node._replace(**{step: put(getattr(node, step), rest, value)})
-
-
 def _unsupported(caller: str, optimizer: Any) -> TypeError:
-    supported = ", ".join(sorted(kind.__name__ for kind in _KINDS))
     return TypeError(
         f"{caller}: the optimizer, a {type(optimizer).__name__}, has no TensorFlow 1.x "
-        f"names for its state; the supported optimizers are fg.train's {supported}, every "
-        "fg.train.TF1Optimizer subclass (AdamWeightDecayOptimizer, ...), an "
+        "names for its state; the supported optimizers are fg.train's TF1 optimizers (every "
+        "fg.train.TF1Optimizer: AdamOptimizer, AdamWeightDecayOptimizer, ...), an "
         "fg.train.OptimizerGroup of them, a MovingAverageOptimizer over one, a "
         "LossScaleOptimizer over one of these and fg.train.optimize_loss's over any of "
         "them — "
@@ -219,15 +161,9 @@ def _parts(
     parts = []
     for member, where, chosen in members:
         trained = _var_list.select(caller, params, chosen)
-        if isinstance(member, TF1Optimizer):
-            parts.append(_tf1_part(member, where, trained, params))
-            continue
-        if type(member) not in _KINDS:
+        if not isinstance(member, TF1Optimizer):
             raise _unsupported(caller, member if scale is None else scale)
-        kind = _KINDS[type(member)]
-        if isinstance(member, RMSPropOptimizer) and member.hyperparameters["centered"]:
-            kind = _RMSPROP_CENTERED
-        parts.append(Part(member, kind, where, trained))
+        parts.append(_tf1_part(member, where, trained, params))
     if isinstance(scope, str):
         parts = [part._replace(scope=f"{scope}/", rate=rate) for part in parts]
     return parts, scale
@@ -236,16 +172,11 @@ def _parts(
 def _tf1_part(
     optimizer: TF1Optimizer, at: tuple[int | str, ...], trained: list[bool], params: PyTree
 ) -> Part:
-    """The part of a ``TF1Optimizer``: the names it declares, read generically."""
+    """The part of a ``TF1Optimizer``: the names it declares (the slots some variable has)."""
     per_var, non_slots = optimizer.tf_names(params)
-    keys = list(optimizer.slots)
-    kind = Kind(
-        "",
-        tuple((("slots", k), 1) for k in keys),
-        tuple(non_slots),
-        tuple(optimizer.slots[k] for k in keys),
-        tuple(("non_slots", n) for n in non_slots),
-    )
+    had = {k for mine in per_var for k, _ in mine}
+    keys = [k for k in optimizer.slots if k in had]
+    kind = Kind(tuple((k, optimizer.slots[k]) for k in keys), tuple(non_slots))
     present = [[k in dict(mine) for k in keys] for mine in per_var]
     return Part(optimizer, kind, at, trained, present)
 
@@ -386,10 +317,8 @@ def plan(
     for p, part in enumerate(parts):
         for i, v in enumerate(variables):
             name = names.get(v, v)
-            for s in range(len(part.kind.slots)):
-                has = part.present is None or part.present[i][s]
-                if name is not None and part.trained[i] and has:
-                    base = part.kind.slot_bases[s] if part.kind.slot_bases else part.kind.base
+            for s, (_, base) in enumerate(part.kind.slots):
+                if name is not None and part.trained[i] and part.present[i][s]:
                     add(unique(f"{part.scope}{name}/{base}"), "slot", p, s, i)
         for n, base in enumerate(part.kind.non_slots):
             add(unique(part.scope + base), "non_slot", p, n)
@@ -480,6 +409,19 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
+def check_decayed_rate(caller: str, item: Item, value: Any, part: Part) -> None:
+    """Raise unless the checkpoint's ``<scope>learning_rate`` is the rate an
+    ``optimize_loss`` with a ``learning_rate_decay_fn`` decays: its state holds no rate
+    to set (TensorFlow's decay function reads the variable, funcgrad's the number given)."""
+    if np.float32(value) != np.float32(part.rate):
+        raise ValueError(
+            f"{caller}: {item.name!r} is {float(value)!r} in the checkpoint, and this "
+            f"optimize_loss decays learning_rate={part.rate!r} (its learning_rate_decay_fn "
+            "reads the rate it was built with, TensorFlow's the restored variable); build "
+            f"it with learning_rate={float(np.float32(value))!r} to continue the run."
+        )
+
+
 def checkpoint_prefix(caller: str, path: str | os.PathLike[str]) -> str:
     """The checkpoint prefix ``path`` means: a prefix, a directory (its latest checkpoint),
     or a path to the ``.index`` / ``.data-*`` / ``.meta`` file of a prefix."""
@@ -505,17 +447,6 @@ def checkpoint_prefix(caller: str, path: str | os.PathLike[str]) -> str:
         f"{caller}: no checkpoint at {path} ({path}.index does not exist); pass the "
         "prefix tf.train.Saver.save returned, e.g. 'train/model.ckpt-1000'."
     )
-
-
-def power(beta: float, n: int) -> np.float32:
-    """``beta ** n`` as TensorFlow's ``beta1_power`` holds it: float32 ``beta``, multiplied
-    ``n`` times in float32 (not ``np.float32(beta) ** n``, which rounds differently)."""
-    power, b = np.float32(1.0), np.float32(beta)
-    while n > 0 and power != 0:
-        chunk = min(n, 1 << 20)
-        power = np.multiply.accumulate(np.concatenate([[power], np.full(chunk, b)]))[-1]
-        n -= chunk
-    return np.float32(power)
 
 
 def _describe(dtype: Any, shape: tuple[int, ...]) -> str:
@@ -592,7 +523,9 @@ def _check_all(caller: str, reader: _tf_bundle.BundleReader, wanted: list[tuple[
             f"{reader.prefix} lacks {', '.join(missing)} (it holds {len(found)} names: "
             f"{found[:6]}{' ...' if len(found) > 6 else ''}); map the names with name_map "
             "(e.g. {'W/Adam': 'train/W/Adam'}; None keeps the state's value), or pass "
-            "var_list=[the variables TensorFlow trained] when some had no optimizer slots"
+            "var_list=[the variables TensorFlow trained] when some had no optimizer slots "
+            "(TensorFlow makes none for a trainable=False variable, nor for one its loss "
+            "never reads; optimize_loss's variables= is its var_list)"
         )
     if wrong:
         problems.append(
@@ -627,34 +560,32 @@ class View:
         self.averages_at = held[0] if held is not None else None
         ema_state = held[1] if held is not None else ema_state
         self.averages = Flat(ema_state.average) if ema_state is not None else None
-        #: Per part, per slot: the slot tree's values, one per leaf of ``params`` (``None``
-        #: where the variable has no slot), and their structure, that of ``params``.
+        #: Per part, per slot: the slot tree's values as TensorFlow holds them, one per
+        #: leaf of ``params`` (``None`` where the variable has no slot), and their
+        #: structure, that of ``params``.
         treedef = self.flat.treedef
-        self.slots = [
-            [
-                (treedef.flatten_up_to(get(self.inner(p), path)), treedef)  # type: ignore[attr-defined]
-                for path, _ in part.kind.slots
-            ]
-            for p, part in enumerate(parts)
-        ]
+        self.slots = []
+        for p, part in enumerate(parts):
+            trees = part.optimizer.tf_slots(self.own(p))
+            self.slots.append(
+                [
+                    (treedef.flatten_up_to(trees[key]), treedef)  # type: ignore[attr-defined]
+                    for key, _ in part.kind.slots
+                ]
+            )
 
-    def inner(self, part: int) -> Any:
-        """The state of a part's transformation (inside its learning-rate state)."""
-        return get(self.state.opt_state, self.parts[part].at).inner_state
+    def own(self, part: int) -> Any:
+        """A part's own state (its learning-rate state)."""
+        return get_path(self.state.opt_state, self.parts[part].at)
 
     def held_rate(self, part: int) -> Any:
         """The float learning rate a part's state holds, or ``None`` (a schedule, or an
         optimizer whose rate is built into its transformation)."""
-        rate_state = get(self.state.opt_state, self.parts[part].at)
+        rate_state = get_path(self.state.opt_state, self.parts[part].at)
         return getattr(rate_state, "learning_rate", None)
 
-    def sign(self, item: Item) -> int:
-        """The sign the state holds ``item``'s value with: -1 for RMSProp's momentum."""
-        return self.parts[item.part].kind.slots[item.number][1] if item.what == "slot" else 1
-
     def held(self, item: Item) -> Any:
-        """The state's value of ``item`` as the state holds it: :meth:`value` before the
-        sign (the same dtype and shape, nothing computed)."""
+        """The state's value of ``item`` (a template of its dtype and shape)."""
         if item.what == "slot":
             return self.slots[item.part][item.number][0][self.flat.at[item.leaf]]
         return self.value(item)
@@ -670,11 +601,12 @@ class View:
         if item.what == "variable":
             return self.flat.variables[item.leaf]
         if item.what == "slot":
-            return self.held(item) if self.sign(item) == 1 else -self.held(item)
-        if item.what == "non_slot":  # Adam's beta1_power, beta2_power, as the state holds them
-            paths = self.parts[item.part].kind.non_slot_paths
-            path = paths[item.number] if paths else (0, ("beta1_power", "beta2_power")[item.number])
-            return get(self.inner(item.part), path)
+            return self.held(item)
+        if item.what == "non_slot":  # Adam's beta1_power, as the state holds it
+            part = self.parts[item.part]
+            return part.optimizer.tf_non_slots(self.own(item.part))[
+                part.kind.non_slots[item.number]
+            ]
         if item.what == "learning_rate":  # the rate the state holds, else optimize_loss's
             held = self.held_rate(item.part)
             return jnp.float32(self.parts[item.part].rate) if held is None else held

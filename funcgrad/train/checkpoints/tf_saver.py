@@ -50,7 +50,6 @@ from ``optimizer`` (build it with the TF run's arguments).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -59,6 +58,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from funcgrad._types import get_path
+from funcgrad._types import put_path
 from funcgrad.train._var_list import VarList
 from funcgrad.train.checkpoints import _tf_bundle
 from funcgrad.train.checkpoints import _tf_job
@@ -75,31 +76,6 @@ __all__ = ["restore_tf_checkpoint", "save_tf_checkpoint"]
 _STORABLE = set(_tf_bundle.DTYPES.values())
 _INT32_MAX = 2**31 - 1
 _GLOBAL_STEP_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
-
-
-def _adam_count(powers: list[float], betas: list[float], global_step: int) -> int | None:
-    """funcgrad's Adam step ``t`` from TensorFlow's ``beta_power = beta ** (t + 1)``.
-
-    ``global_step`` when it gives both powers exactly (a ``minimize(global_step=...)``
-    run); else the count each power's logarithm gives — exact while ``beta1_power`` is a
-    normal float32, within one after (when ``1 - beta2 ** t`` is 1 in float32 anyway).
-    Once both powers are 0, every ``t`` past that gives the same numbers.  ``None`` when
-    the powers do not come from these betas (not in ``(0, beta]``, or the two counts
-    disagree).
-    """
-    if all(_tf_layout.power(b, global_step + 1) == p for b, p in zip(betas, powers, strict=True)):
-        return global_step
-    tiny = float(np.finfo(np.float32).tiny)
-    pairs = [(p, float(np.float32(b))) for p, b in zip(powers, betas, strict=True)]
-    if any(not 0 <= p <= b for p, b in pairs):
-        return None
-    counts = [round(math.log(p) / math.log(b)) - 1 for p, b in pairs if 0 < b < 1 and p >= tiny]
-    if len(counts) == 2 and abs(counts[0] - counts[1]) > 1 + counts[0] // 1000:
-        return None
-    if counts:
-        return counts[0]
-    past = [math.ceil(math.log(tiny) / math.log(b)) for _, b in pairs if 0 < b < 1]
-    return max(global_step, *past)
 
 
 def _place(value: Any, like: Any) -> jax.Array:
@@ -224,7 +200,7 @@ def restore_tf_checkpoint(
     variables = list(view.flat.variables)
     averages = list(view.averages.variables) if view.averages is not None else []
     slots = [[list(leaves) for leaves, _ in part_slots] for part_slots in view.slots]
-    powers: dict[tuple[int, int], float] = {}
+    non_slots: dict[tuple[int, int], jax.Array] = {}
     counts = {"global_step": int(state.global_step)}
     restored_extras, scale = {}, None
     rates: dict[int, jax.Array] = {}
@@ -233,16 +209,16 @@ def restore_tf_checkpoint(
             variables[item.leaf] = _place(value, variables[item.leaf])
         elif item.what == "slot":
             leaves, i = slots[item.part][item.number], view.flat.at[item.leaf]
-            if view.sign(item) == -1:  # in the read buffer, not a copy of it
-                value = -value if isinstance(value, jax.Array) else np.negative(value, out=value)
             leaves[i] = _place(value, leaves[i])
         elif item.what == "non_slot":
-            powers[item.part, item.number] = float(value)
+            non_slots[item.part, item.number] = _place(value, view.value(item))
         elif item.what in ("global_step", "good_steps"):
             counts[item.what] = _count(caller, item, value)
         elif item.what == "learning_rate":  # optimize_loss's variable: a held rate is set
             if view.held_rate(item.part) is not None:
                 rates[item.part] = _place(value, view.held_rate(item.part))
+            else:  # the rate a learning_rate_decay_fn decays: the optimizer's own
+                _tf_layout.check_decayed_rate(caller, item, value, parts[item.part])
         elif item.what == "loss_scale":
             scale = _place(value, view.value(item))
         elif item.what == "average":
@@ -255,38 +231,23 @@ def restore_tf_checkpoint(
         del value  # the next tensor is read while this one's memory is free
     opt_state = state.opt_state
     for p, part in enumerate(parts):
-        inner = view.inner(p)
-        for (at, _), leaves, (_, treedef) in zip(
-            part.kind.slots, slots[p], view.slots[p], strict=True
-        ):
-            inner = _tf_layout.put(inner, at, jax.tree.unflatten(treedef, leaves))
-        if part.kind.non_slot_paths:  # a TF1Optimizer's non-slots: read as they are
-            for n, where in enumerate(part.kind.non_slot_paths):
-                if (p, n) in powers:
-                    dtype = _tf_layout.get(inner, where).dtype  # float32, or int32
-                    inner = _tf_layout.put(inner, where, jnp.asarray(powers[p, n], dtype))
-        elif ((p, 0) in powers) != ((p, 1) in powers):
-            pair = [i.key for i in items if i.what == "non_slot" and i.part == p]
-            raise ValueError(
-                f"{caller}: name_map keeps one of {pair} (maps it to None) and reads the "
-                "other; Adam's step is the pair's, so map both to None or neither."
+        trees = {
+            key: jax.tree.unflatten(treedef, leaves)
+            for (key, _), leaves, (_, treedef) in zip(
+                part.kind.slots, slots[p], view.slots[p], strict=True
             )
-        elif (p, 0) in powers:
-            betas = [part.optimizer.hyperparameters[k] for k in ("beta1", "beta2")]  # type: ignore[attr-defined]
-            step = _adam_step(caller, [powers[p, 0], powers[p, 1]], betas, counts["global_step"])
-            inner = _tf_layout.put(
-                inner, (0, "step"), _place(step, _tf_layout.get(inner, (0, "step")))
-            )
-            for k, key in enumerate(("beta1_power", "beta2_power")):  # TF's, as they are
-                power = _place(np.float32(powers[p, k]), _tf_layout.get(inner, (0, key)))
-                inner = _tf_layout.put(inner, (0, key), power)
-        rate_state = _tf_layout.get(opt_state, part.at)._replace(inner_state=inner)
+        }
+        read = {
+            n: non_slots[p, k] for k, n in enumerate(part.kind.non_slots) if (p, k) in non_slots
+        }
+        own = get_path(opt_state, part.at)
+        rate_state = part.optimizer.with_tf_values(caller, own, trees, read, counts["global_step"])
         if p in rates:
             rate_state = rate_state._replace(learning_rate=rates[p])
         if rate_state.step is not None:  # a schedule's own update count follows global_step
             count = _place(counts["global_step"], rate_state.step)
             rate_state = rate_state._replace(step=count)
-        opt_state = _tf_layout.put(opt_state, part.at, rate_state)
+        opt_state = put_path(opt_state, part.at, rate_state)
     if scale is not None:  # each read on its own: name_map may keep either as it is
         opt_state = opt_state._replace(loss_scale=scale)
     if "good_steps" in counts:
@@ -297,9 +258,7 @@ def restore_tf_checkpoint(
     restored = TrainState(params, opt_state, global_step)
     ema = EmaState(view.averages.replaced(averages)) if view.averages is not None else None
     if view.averages_at is not None:  # a MovingAverageOptimizer's, in the state
-        restored = restored._replace(
-            opt_state=_tf_layout.put(restored.opt_state, view.averages_at, ema)
-        )
+        restored = restored._replace(opt_state=put_path(restored.opt_state, view.averages_at, ema))
         ema = None
     if ema_state is None and extras is None:
         return restored
@@ -315,18 +274,6 @@ def _count(caller: str, item: Item, value: np.ndarray) -> int:
             f"restore with name_map={{{item.key!r}: None}} and set it."
         )
     return count
-
-
-def _adam_step(caller: str, powers: list[float], betas: list[float], global_step: int) -> int:
-    """The Adam step count that TensorFlow's ``beta1_power`` and ``beta2_power`` give."""
-    step = _adam_count(powers, betas, global_step)
-    if step is None:
-        raise ValueError(
-            f"{caller}: beta1_power={powers[0]} and beta2_power={powers[1]} are not powers "
-            f"of this optimizer's beta1={betas[0]} and beta2={betas[1]}; build "
-            "fg.train.AdamOptimizer with the beta1 and beta2 of the TensorFlow run."
-        )
-    return step
 
 
 def save_tf_checkpoint(

@@ -1,29 +1,27 @@
 r"""The TF1 optimizers (``tf.compat.v1.train.*Optimizer``) and the optax transformations
 that hold TensorFlow's update rules where optax's differ.
 
-* ``base``: ``TF1Optimizer``, the base of an optimizer written as a ``tf.train.Optimizer``
-  subclass (slots, non-slot variables, ``_apply_dense`` / ``_apply_sparse``).
-* ``bert``: BERT's ``AdamWeightDecayOptimizer``, written on ``base``; ``albert``: ALBERT's
-  ``LAMBOptimizer``, on BERT's; ``contrib``: ``tf.contrib.opt``'s ``AdaMaxOptimizer``,
-  ``NadamOptimizer``, ``LARSOptimizer``, ``AddSignOptimizer``, ``PowerSignOptimizer``, the
-  sign decays, ``AdamWOptimizer`` and ``MomentumWOptimizer``.
-* ``moving_average``: ``tf.contrib.opt``'s ``MovingAverageOptimizer``, moving averages of
-  the variables any optimizer trains.
-* ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and ``MultistepAdamOptimizer``,
-  written on ``base``.
-* ``tf1``: the nine TF1 optimizers with TensorFlow's arguments, defaults and update rules.
+* ``base``: ``TF1Optimizer``, the one base of every named TF optimizer: slots and
+  non-slot variables by TensorFlow's names, the hyperparameters and their checks, the
+  dense and sparse rules (``_apply_dense`` / ``_apply_sparse``), a class's optax chain.
+* ``tf1``: ``tf.train``'s optimizers with TensorFlow's arguments, defaults and update rules.
+* ``contrib``: ``tf.contrib.opt``'s, one module per TensorFlow source file
+  (``AdaMaxOptimizer``, ``NadamOptimizer``, ``LazyAdamOptimizer``, ``LARSOptimizer``,
+  ``AddSignOptimizer``, ``PowerSignOptimizer``, the sign decays, ``AdamWOptimizer`` and
+  ``MomentumWOptimizer``).
+* ``bert``: BERT's ``AdamWeightDecayOptimizer``; ``albert``: ALBERT's ``LAMBOptimizer``, on
+  BERT's; ``tensor2tensor``: tensor2tensor's ``AdafactorOptimizer`` and
+  ``MultistepAdamOptimizer``.
 * ``transforms``: the TF-only update rules as optax ``GradientTransformation``\ s.
-* ``_float32``: optimizer arithmetic in float32 for bfloat16 and float16 parameters.
-* ``_sparse_rules``: each TF1 optimizer's sparse rule (``_apply_sparse``) for an
-  ``fg.IndexedSlices`` gradient; ``_kernels``: TensorFlow's FTRL and proximal formulas,
-  shared by the dense transformations and the sparse rules.
+* ``_kernels``: TensorFlow's update kernels, each written once, which the rules and the
+  transformations call; ``_float32``: optimizer arithmetic in float32 for bfloat16 and
+  float16 parameters.
 """
 
 from funcgrad.train.optimizers import albert
 from funcgrad.train.optimizers import base
 from funcgrad.train.optimizers import bert
 from funcgrad.train.optimizers import contrib
-from funcgrad.train.optimizers import moving_average
 from funcgrad.train.optimizers import tensor2tensor
 from funcgrad.train.optimizers import tf1
 from funcgrad.train.optimizers import transforms
@@ -36,16 +34,13 @@ from funcgrad.train.optimizers.contrib import AdaMaxOptimizer as AdaMaxOptimizer
 from funcgrad.train.optimizers.contrib import AdamWOptimizer as AdamWOptimizer
 from funcgrad.train.optimizers.contrib import AddSignOptimizer as AddSignOptimizer
 from funcgrad.train.optimizers.contrib import LARSOptimizer as LARSOptimizer
+from funcgrad.train.optimizers.contrib import LazyAdamOptimizer as LazyAdamOptimizer
 from funcgrad.train.optimizers.contrib import MomentumWOptimizer as MomentumWOptimizer
 from funcgrad.train.optimizers.contrib import NadamOptimizer as NadamOptimizer
 from funcgrad.train.optimizers.contrib import PowerSignOptimizer as PowerSignOptimizer
 from funcgrad.train.optimizers.contrib import get_cosine_decay_fn as get_cosine_decay_fn
 from funcgrad.train.optimizers.contrib import get_linear_decay_fn as get_linear_decay_fn
 from funcgrad.train.optimizers.contrib import get_restart_decay_fn as get_restart_decay_fn
-from funcgrad.train.optimizers.moving_average import (
-    MovingAverageOptimizer as MovingAverageOptimizer,
-)
-from funcgrad.train.optimizers.moving_average import MovingAverageState as MovingAverageState
 from funcgrad.train.optimizers.tensor2tensor import AdafactorOptimizer as AdafactorOptimizer
 from funcgrad.train.optimizers.tensor2tensor import MultistepAdamOptimizer as MultistepAdamOptimizer
 from funcgrad.train.optimizers.tensor2tensor import (
@@ -59,7 +54,6 @@ from funcgrad.train.optimizers.tf1 import AdagradOptimizer as AdagradOptimizer
 from funcgrad.train.optimizers.tf1 import AdamOptimizer as AdamOptimizer
 from funcgrad.train.optimizers.tf1 import FtrlOptimizer as FtrlOptimizer
 from funcgrad.train.optimizers.tf1 import GradientDescentOptimizer as GradientDescentOptimizer
-from funcgrad.train.optimizers.tf1 import LazyAdamOptimizer as LazyAdamOptimizer
 from funcgrad.train.optimizers.tf1 import MomentumOptimizer as MomentumOptimizer
 from funcgrad.train.optimizers.tf1 import ProximalAdagradOptimizer as ProximalAdagradOptimizer
 from funcgrad.train.optimizers.tf1 import (
@@ -81,7 +75,6 @@ __all__ = (
     + base.__all__
     + bert.__all__
     + contrib.__all__
-    + moving_average.__all__
     + tensor2tensor.__all__
     + tf1.__all__
     + transforms.__all__

@@ -8,13 +8,14 @@ the layer-wise trust ratio; here it extends that class, so only the ratio is new
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 import jax
 import jax.numpy as jnp
 
+from funcgrad._types import LearningRate
 from funcgrad.train.optimizers.base import TF1Step
 from funcgrad.train.optimizers.bert import AdamWeightDecayOptimizer
-from funcgrad.train.schedules._inject import LearningRate
 
 __all__ = ["LAMBOptimizer"]
 
@@ -48,7 +49,8 @@ class LAMBOptimizer(AdamWeightDecayOptimizer):
     Raises:
       TypeError: a hyperparameter is not a number, or a pattern list is not a list of
         strings.
-      ValueError: a pattern list matches none of the variables of a step.
+      ValueError: a hyperparameter is out of its range or not finite; a pattern list
+        matches none of the variables.
 
     Example:
       >>> opt = fg.train.LAMBOptimizer(0.1)
@@ -61,10 +63,10 @@ class LAMBOptimizer(AdamWeightDecayOptimizer):
     def __init__(
         self,
         learning_rate: LearningRate,
-        weight_decay_rate: float = 0.0,
-        beta_1: float = 0.9,
-        beta_2: float = 0.999,
-        epsilon: float = 1e-6,
+        weight_decay_rate: Annotated[float, ">= 0"] = 0.0,
+        beta_1: Annotated[float, "in [0, 1)"] = 0.9,
+        beta_2: Annotated[float, "in [0, 1)"] = 0.999,
+        epsilon: Annotated[float, ">= 0"] = 1e-6,
         exclude_from_weight_decay: list[str] | None = None,
         exclude_from_layer_adaptation: list[str] | None = None,
     ) -> None:

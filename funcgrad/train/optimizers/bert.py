@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Annotated
 from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
+from funcgrad._types import LearningRate
 from funcgrad.train.optimizers.base import TF1Optimizer
 from funcgrad.train.optimizers.base import TF1Step
-from funcgrad.train.schedules._inject import LearningRate
 
 __all__ = ["AdamWeightDecayOptimizer"]
 
@@ -38,8 +39,8 @@ class AdamWeightDecayOptimizer(TF1Optimizer):
     pattern of ``exclude_from_weight_decay`` (``re.search``, as the original).  Names are
     funcgrad's (``"bert/encoder/LayerNorm/gamma"``), as the original matches TF's.
 
-    ``optax.adamw`` differs: it corrects the bias (BERT's first step is 3.16 times
-    optax's with the defaults, measured in the docs), and decays every variable unless
+    ``optax.adamw`` differs: it corrects the bias (the docs page *Optimizers of TF1
+    projects* compares the first steps), and decays every variable unless
     given a mask.
 
     Args:
@@ -53,8 +54,9 @@ class AdamWeightDecayOptimizer(TF1Optimizer):
     Raises:
       TypeError: a hyperparameter is not a number, or ``exclude_from_weight_decay`` is
         not a list of strings.
-      ValueError: ``exclude_from_weight_decay`` matches none of the variables of a step
-        (the original would decay them all).
+      ValueError: a hyperparameter is out of its range or not finite;
+        ``exclude_from_weight_decay`` matches none of the variables (the original would
+        decay them all).
 
     Example:
       >>> opt = fg.train.AdamWeightDecayOptimizer(0.1, weight_decay_rate=0.5,
@@ -70,17 +72,17 @@ class AdamWeightDecayOptimizer(TF1Optimizer):
     def __init__(
         self,
         learning_rate: LearningRate,
-        weight_decay_rate: float = 0.0,
-        beta_1: float = 0.9,
-        beta_2: float = 0.999,
-        epsilon: float = 1e-6,
+        weight_decay_rate: Annotated[float, ">= 0"] = 0.0,
+        beta_1: Annotated[float, "in [0, 1)"] = 0.9,
+        beta_2: Annotated[float, "in [0, 1)"] = 0.999,
+        epsilon: Annotated[float, ">= 0"] = 1e-6,
         exclude_from_weight_decay: list[str] | None = None,
     ) -> None:
         """Constructs a AdamWeightDecayOptimizer."""
-        super().__init__(learning_rate)
-        self._check_numbers(
-            weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon
-        )
+        super().__init__(
+            learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
+            epsilon=epsilon,
+        )  # fmt: skip
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2

@@ -14,20 +14,19 @@ number the originals read from ``tf.train.get_or_create_global_step()`` is
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated
 from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from funcgrad import _checks
+from funcgrad._types import LearningRate
+from funcgrad._types import Schedule
 from funcgrad.train.optimizers.base import TF1Optimizer
 from funcgrad.train.optimizers.base import TF1Step
-from funcgrad.train.schedules._inject import LearningRate
-from funcgrad.train.schedules._inject import check_schedule
+from funcgrad.train.optimizers.tf1 import AdamOptimizer
 
 __all__ = [
     "AdafactorOptimizer",
@@ -36,23 +35,10 @@ __all__ = [
     "adafactor_decay_rate_pow",
 ]
 
-Schedule = Callable[[jax.Array], jax.Array]
-
 
 def _step_num(global_step: jax.Array) -> jax.Array:
     """tensor2tensor's ``step_num()``: the global step as float32."""
     return jnp.asarray(global_step).astype(jnp.float32)
-
-
-def _check_fraction(caller: str, name: str, value: Any, *, closed: bool = False) -> float:
-    """``value``, a number in ``[0, 1)`` (``[0, 1]`` when ``closed``), as a float."""
-    if not _checks.is_real_number(value):
-        raise TypeError(f"{caller}: {name} must be a number, got {value!r}; pass e.g. 0.9.")
-    ok = 0 <= value <= 1 if closed else 0 <= value < 1
-    if not ok:
-        interval = "[0, 1]" if closed else "[0, 1)"
-        raise ValueError(f"{caller}: {name} must be in {interval}, got {value}; pass e.g. 0.9.")
-    return float(value)
 
 
 def adafactor_decay_rate_adam(beta2: float) -> Schedule:
@@ -78,7 +64,9 @@ def adafactor_decay_rate_adam(beta2: float) -> Schedule:
       >>> [round(float(rate(jnp.int32(s))), 4) for s in (0, 1, 1000)]
       [0.0, 0.4998, 0.9984]
     """
-    beta2 = _check_fraction("fg.train.adafactor_decay_rate_adam(beta2)", "beta2", beta2)
+    caller = "fg.train.adafactor_decay_rate_adam(beta2)"
+    _checks.check_numbers(caller, {"beta2": (beta2, "in [0, 1)")}, "e.g. 0.999")
+    beta2 = float(beta2)
 
     def decay_rate(global_step: jax.Array) -> jax.Array:
         t = _step_num(global_step) + 1.0
@@ -111,7 +99,8 @@ def adafactor_decay_rate_pow(exponent: float) -> Schedule:
       [0.0, 0.4257, 0.996]
     """
     caller = "fg.train.adafactor_decay_rate_pow(exponent)"
-    exponent = _check_fraction(caller, "exponent", exponent, closed=True)
+    _checks.check_numbers(caller, {"exponent": (exponent, "in [0, 1]")}, "e.g. 0.8")
+    exponent = float(exponent)
 
     def decay_rate(global_step: jax.Array) -> jax.Array:
         return 1.0 - jnp.power(_step_num(global_step) + 1.0, jnp.float32(-exponent))
@@ -188,8 +177,8 @@ class AdafactorOptimizer(TF1Optimizer):
 
     Raises:
       TypeError: a hyperparameter of the wrong type (a flag that is not a bool, a string
-        for a number).
-      ValueError: a hyperparameter out of range, or a quantization option.
+        for a number, a schedule that does not return one floating scalar).
+      ValueError: a hyperparameter out of range or not finite, or a quantization option.
 
     Example:
       >>> opt = fg.train.AdafactorOptimizer(learning_rate=0.1)
@@ -212,24 +201,18 @@ class AdafactorOptimizer(TF1Optimizer):
         self,
         multiply_by_parameter_scale: bool = True,
         learning_rate: LearningRate | None = None,
-        decay_rate: float | Schedule | None = None,
-        beta1: float = 0.0,
-        clipping_threshold: float | None = 1.0,
+        decay_rate: Annotated[float | Schedule | None, "in [0, 1)"] = None,
+        beta1: Annotated[float, "in [0, 1)"] = 0.0,
+        clipping_threshold: Annotated[float | None, "> 0"] = 1.0,
         factored: bool = True,
         simulated_quantize_bits: int | None = None,
         parameter_encoding: None = None,
         *,
-        epsilon1: float = 1e-30,
-        epsilon2: float = 1e-3,
+        epsilon1: Annotated[float, ">= 0"] = 1e-30,
+        epsilon2: Annotated[float, ">= 0"] = 1e-3,
     ) -> None:
         """Construct a new Adafactor optimizer."""
         caller = "fg.train.AdafactorOptimizer(...)"
-        for name, flag in (
-            ("multiply_by_parameter_scale", multiply_by_parameter_scale),
-            ("factored", factored),
-        ):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{caller}: {name} must be True or False, got {flag!r}.")
         if simulated_quantize_bits not in (None, 0) or parameter_encoding is not None:
             raise ValueError(
                 f"{caller}: simulated_quantize_bits={simulated_quantize_bits!r}, "
@@ -237,28 +220,18 @@ class AdafactorOptimizer(TF1Optimizer):
                 "bfloat16 parameter encodings are not supported; leave both None."
             )
         if learning_rate is None:
-            learning_rate = _learning_rate_default(multiply_by_parameter_scale)
-        super().__init__(learning_rate)
+            learning_rate = _learning_rate_default(multiply_by_parameter_scale is True)
+        super().__init__(
+            learning_rate,
+            multiply_by_parameter_scale=multiply_by_parameter_scale, decay_rate=decay_rate,
+            beta1=beta1, clipping_threshold=clipping_threshold, factored=factored,
+            epsilon1=epsilon1, epsilon2=epsilon2,
+        )  # fmt: skip
         self._multiply_by_parameter_scale = multiply_by_parameter_scale
         if decay_rate is None:
             decay_rate = adafactor_decay_rate_pow(0.8)
-        if callable(decay_rate):
-            check_schedule(caller, "decay_rate", decay_rate, "pass e.g. adafactor_decay_rate_pow")
-        else:
-            decay_rate = _check_fraction(caller, "decay_rate", decay_rate)
         self._decay_rate = decay_rate
-        self._beta1 = _check_fraction(caller, "beta1", beta1)
-        self._check_numbers(epsilon1=epsilon1, epsilon2=epsilon2)
-        for name, value in (("epsilon1", epsilon1), ("epsilon2", epsilon2)):
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{caller}: {name} must be >= 0, got {value}; pass e.g. 1e-3.")
-        if clipping_threshold is not None:
-            self._check_numbers(clipping_threshold=clipping_threshold)
-            if not clipping_threshold > 0:
-                raise ValueError(
-                    f"{caller}: clipping_threshold must be > 0 or None, got "
-                    f"{clipping_threshold}; pass 1.0 (the default) or None for no clipping."
-                )
+        self._beta1 = float(beta1)
         self._clipping_threshold = clipping_threshold
         self._factored = factored
         self._epsilon1 = epsilon1
@@ -332,7 +305,7 @@ class AdafactorOptimizer(TF1Optimizer):
         return jnp.asarray(rate, jnp.float32)
 
 
-class MultistepAdamOptimizer(TF1Optimizer):
+class MultistepAdamOptimizer(AdamOptimizer):
     r"""tensor2tensor's ``MultistepAdamOptimizer``: TensorFlow's Adam applied every
     ``n``-th step to the mean of the last ``n`` gradients (Saunders et al., 2018,
     https://arxiv.org/abs/1805.00456).
@@ -359,7 +332,8 @@ class MultistepAdamOptimizer(TF1Optimizer):
 
     Raises:
       TypeError: a hyperparameter is not a number, or ``n`` not an integer.
-      ValueError: ``beta1`` / ``beta2`` outside ``[0, 1)``, or ``n < 1``.
+      ValueError: ``beta1`` / ``beta2`` outside ``[0, 1)``, a negative ``epsilon``, or
+        ``n < 1``.
 
     Example:
       >>> opt = fg.train.MultistepAdamOptimizer(0.1, n=2)
@@ -377,27 +351,23 @@ class MultistepAdamOptimizer(TF1Optimizer):
     def __init__(
         self,
         learning_rate: LearningRate = 0.001,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        epsilon: float = 1e-8,
+        beta1: Annotated[float, "in [0, 1)"] = 0.9,
+        beta2: Annotated[float, "in [0, 1)"] = 0.999,
+        epsilon: Annotated[float, ">= 0"] = 1e-8,
         *,
-        n: int = 1,
+        n: Annotated[int, ">= 1"] = 1,
     ) -> None:
-        super().__init__(learning_rate)
-        caller = "fg.train.MultistepAdamOptimizer(...)"
-        self._check_numbers(epsilon=epsilon)
-        self._beta1 = _check_fraction(caller, "beta1", beta1)
-        self._beta2 = _check_fraction(caller, "beta2", beta2)
-        self._epsilon = epsilon
-        hint = "pass the number of steps to accumulate, e.g. n=4"
-        self._n = _checks.as_int(caller, "n", n, minimum=1, hint=hint)
+        super().__init__(learning_rate, beta1, beta2, epsilon)
+        self._check_hyperparameters("fg.train.MultistepAdamOptimizer(...)", {"n": n})
+        self.hyperparameters = {**self.hyperparameters, "n": n}
+        self._n = int(n)
 
     def _non_slots(self) -> dict[str, float]:
-        return {
-            "beta1_power": self._beta1,
-            "beta2_power": self._beta2,
-            "iter": 0 if self._n == 1 else 1,
-        }
+        return {**super()._non_slots(), "iter": 0 if self._n == 1 else 1}
+
+    # The original's _apply_sparse makes the gradient dense (tf.convert_to_tensor) for its
+    # dense rule: the base's fallback, as without an _apply_sparse of Adam's.
+    _apply_sparse = TF1Optimizer._apply_sparse
 
     def _apply_dense(
         self, grad: jax.Array, var: jax.Array, slots: dict[str, jax.Array], step: TF1Step
@@ -406,23 +376,16 @@ class MultistepAdamOptimizer(TF1Optimizer):
 
         def apply_adam() -> tuple[jax.Array, dict[str, jax.Array]]:
             total_grad = (grad_acc + grad) / jnp.asarray(self._n, grad.dtype)
-            new_var, new_slots = self._adam(total_grad, var, slots, step)
+            adam = {"m": slots["m"], "v": slots["v"]}
+            new_var, new_slots = super(MultistepAdamOptimizer, self)._apply_dense(
+                total_grad, var, adam, step
+            )
             return new_var, {**new_slots, "grad_acc": jnp.zeros_like(grad_acc)}
 
         def accumulate_gradient() -> tuple[jax.Array, dict[str, jax.Array]]:
             return var, {**slots, "grad_acc": grad_acc + grad}
 
         return jax.lax.cond(step.non_slots["iter"] == 0, apply_adam, accumulate_gradient)
-
-    def _adam(
-        self, grad: jax.Array, var: jax.Array, slots: dict[str, jax.Array], step: TF1Step
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """TensorFlow's ``ApplyAdam`` kernel (``AdamOptimizer._apply_dense``)."""
-        beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
-        alpha = step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)
-        m = slots["m"] + (grad - slots["m"]) * (1 - jnp.float32(self._beta1))
-        v = slots["v"] + (jnp.square(grad) - slots["v"]) * (1 - jnp.float32(self._beta2))
-        return var - m * alpha / (jnp.sqrt(v) + self._epsilon), {"m": m, "v": v}
 
     def _finish(self, non_slots: dict[str, jax.Array], step: TF1Step) -> dict[str, jax.Array]:
         """Updates the beta powers every ``n`` steps and advances ``iter``."""

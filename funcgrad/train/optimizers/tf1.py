@@ -4,9 +4,15 @@ Each class takes TensorFlow's arguments and defaults (less ``use_locking`` and
 ``name``, which have no meaning here) and applies TensorFlow's formula, so a ported
 program follows the same trajectory to float32 rounding.  ``learning_rate`` is a
 number or a ``schedule(step)``; it is held in the optimizer state (see
-:func:`~funcgrad.train.set_learning_rate`).  Every optimizer exposes its optax
-transformation as ``.tx``, built from optax's pieces where the formula is the same
-and from :mod:`funcgrad.train.optimizers.transforms` where TensorFlow's differs.
+:func:`~funcgrad.train.set_learning_rate`).  Each is a
+:class:`~funcgrad.train.TF1Optimizer` that declares what TensorFlow names (its slots and
+non-slots, their TF names), its hyperparameters with their ranges, and its rule as
+TensorFlow's ``Optimizer`` subclass writes it (``_apply_dense``, ``_apply_sparse``,
+``_prepare``, ``_finish``), each kernel from :mod:`funcgrad.train.optimizers._kernels`.
+Its dense step is an optax chain (``_chain``): ``.tx``, built from optax's pieces where the
+formula is the same and from :mod:`funcgrad.train.optimizers.transforms` where
+TensorFlow's differs.  A subclass that writes a rule of its own (``AdamWOptimizer``'s
+decay) is stepped by the rules instead, as in TensorFlow.
 
 In the formulas, :math:`\eta` is the learning rate, :math:`g` the gradient, :math:`w`
 the variable, and :math:`t` the step, counted from 1.
@@ -24,35 +30,42 @@ keep float32 parameters and cast inside the loss when that matters.
 
 An ``fg.IndexedSlices`` gradient (an embedding table's) is applied with each
 optimizer's TensorFlow sparse rule (``_apply_sparse``): the values of duplicate ids are
-summed, then the optimizer's ``SparseApply*`` kernel updates the touched rows of the
-variable and its slots; rows that no id touches keep their values and slots (for
+summed (``GradientDescentOptimizer`` scatters them as they are, as TensorFlow does), then
+the optimizer's ``SparseApply*`` kernel updates the touched rows of the variable and its
+slots; rows that no id touches keep their values and slots (for
 Momentum, RMSProp, Ftrl and the proximal optimizers that differs from a dense update
 with zero rows).  Adam's sparse rule decays all of its moments, as TensorFlow's does;
-:class:`LazyAdamOptimizer` is the row-only Adam.  An id outside the table is an error
+``fg.train.LazyAdamOptimizer`` is the row-only Adam.  An id outside the table is an error
 outside ``jax.jit`` and writes nothing under it.
 """
 
 from __future__ import annotations
 
 import math
-import typing
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Annotated
 from typing import Any
+from typing import ClassVar
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import optax
 
-from funcgrad import _checks
-from funcgrad.train.optimizer import Optimizer
-from funcgrad.train.optimizers import _sparse_rules
-from funcgrad.train.optimizers._float32 import in_float32
+from funcgrad._types import LearningRate
+from funcgrad._types import put_path
+from funcgrad.indexed_slices import IndexedSlices
+from funcgrad.train import _sparse
+from funcgrad.train.optimizers import _kernels
+from funcgrad.train.optimizers.base import Chain
+from funcgrad.train.optimizers.base import TF1Optimizer
+from funcgrad.train.optimizers.base import TF1Step
+from funcgrad.train.optimizers.base import placed_like
 from funcgrad.train.optimizers.transforms import scale_by_tf_adam
 from funcgrad.train.optimizers.transforms import tf_ftrl
 from funcgrad.train.optimizers.transforms import tf_proximal_adagrad
 from funcgrad.train.optimizers.transforms import tf_proximal_gradient_descent
-from funcgrad.train.schedules._inject import LearningRate
-from funcgrad.train.schedules._inject import inject_learning_rate
-from funcgrad.train.schedules.injection import scale_by_learning_rate
+from funcgrad.train.schedules.learning_rate import scale_by_learning_rate
 
 __all__ = [
     "AdadeltaOptimizer",
@@ -60,82 +73,27 @@ __all__ = [
     "AdamOptimizer",
     "FtrlOptimizer",
     "GradientDescentOptimizer",
-    "LazyAdamOptimizer",
     "MomentumOptimizer",
     "ProximalAdagradOptimizer",
     "ProximalGradientDescentOptimizer",
     "RMSPropOptimizer",
 ]
 
-
-_RULES = {
-    ">= 0": lambda v: v >= 0,
-    "> 0": lambda v: v > 0,
-    "<= 0": lambda v: v <= 0,
-    "in [0, 1)": lambda v: 0 <= v < 1,
-    "in [0, 1]": lambda v: 0 <= v <= 1,
-}
+Slots = dict[str, jax.Array]
+Array = jax.Array
 
 
-def _ranges(cls: type) -> dict[str, str]:
-    """The range each ``Annotated[float, rule]`` argument of ``cls.__init__`` states."""
-    hints = typing.get_type_hints(cls.__init__, include_extras=True)  # type: ignore[misc]
-    return {
-        name: hint.__metadata__[0]
-        for name, hint in hints.items()
-        if typing.get_origin(hint) is Annotated
-    }
-
-
-def _then_rate(
-    scale: optax.GradientTransformation,
-) -> Callable[[Any], optax.GradientTransformation]:
-    """The factory of ``scale`` followed by the learning rate (most TF1 rules' shape)."""
+def _then_rate(scale: optax.GradientTransformation) -> Any:
+    """The transformation of ``scale`` followed by the learning rate (most TF1 rules' shape)."""
     return lambda rate: optax.chain(scale, scale_by_learning_rate(rate))
 
 
-class _TfOptimizer(Optimizer):
-    """An ``Optimizer`` whose ``tx`` holds the learning rate in its state.
-
-    Each subclass gives the range of its numeric arguments in ``_RANGES``; they are
-    checked together (every problem reported at once) and kept, as given, in
-    ``hyperparameters``.
-    """
-
-    def __init__(
-        self,
-        learning_rate: LearningRate,
-        factory: Callable[[Any], optax.GradientTransformation],
-        sparse: _sparse_rules.RateRule,
-        **hyperparameters: Any,
-    ) -> None:
-        name = type(self).__name__
-        ranges = _ranges(type(self))
-        ranged = {k: v for k, v in hyperparameters.items() if k in ranges}
-        not_numbers = [
-            f"{k} must be a number, got {v!r}"
-            for k, v in ranged.items()
-            if not _checks.is_real_number(v)
-        ]
-        hint = "TensorFlow's defaults are a safe start"
-        caller = f"fg.train.{name}(...)"
-        _checks.raise_collected(caller, not_numbers, f"pass Python numbers ({hint})", TypeError)
-        out_of_range = [
-            f"{k} must be finite and {ranges[k]}, got {v!r}"
-            for k, v in ranged.items()
-            if not (math.isfinite(v) and _RULES[ranges[k]](v))
-        ]
-        _checks.raise_collected(caller, out_of_range, f"pass values in range ({hint})")
-        #: The optimizer's arguments other than the learning rate, as given.
-        self.hyperparameters = hyperparameters
-        rate_caller = f"fg.train.{name}(learning_rate, ...)"
-        wide = lambda rate: in_float32(factory(rate))  # noqa: E731
-        super().__init__(inject_learning_rate(rate_caller, wide, learning_rate))
-        #: How an ``fg.IndexedSlices`` gradient is applied: TensorFlow's ``_apply_sparse``.
-        self.sparse_rule = _sparse_rules.with_rate(learning_rate, sparse)
+def _lr(step: TF1Step, like: Array) -> Array:
+    """The step's learning rate in ``like``'s dtype, as TensorFlow casts ``_lr_t``."""
+    return step.learning_rate.astype(like.dtype)
 
 
-class GradientDescentOptimizer(_TfOptimizer):
+class GradientDescentOptimizer(TF1Optimizer):
     r"""Gradient descent: :math:`w \leftarrow w - \eta g`.
 
     Args:
@@ -151,11 +109,30 @@ class GradientDescentOptimizer(_TfOptimizer):
       Array([0.8, 1.6], dtype=float32)
     """
 
+    _widen_for_sparse = False
+
     def __init__(self, learning_rate: LearningRate) -> None:
-        super().__init__(learning_rate, scale_by_learning_rate, _sparse_rules.gradient_descent())
+        super().__init__(learning_rate)
+
+    def _chain(self) -> Chain:
+        return Chain(scale_by_learning_rate, {})
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        return var - _lr(step, var) * grad, {}
+
+    def _apply_sparse_duplicate_indices(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        """``_resource_apply_sparse_duplicate_indices``: ``var[i] += -g * lr``, each row
+        scattered as it is (duplicates are not summed first)."""
+        values, ids = _sparse.in_table(grad)
+        delta = -values * step.learning_rate.astype(values.dtype)
+        return var.at[ids].add(delta.astype(var.dtype), mode="drop"), {}
 
 
-class MomentumOptimizer(_TfOptimizer):
+class MomentumOptimizer(TF1Optimizer):
     r"""Momentum: :math:`a \leftarrow \mu a + g`, then :math:`w \leftarrow w - \eta a`.
 
     With ``use_nesterov=True``: :math:`w \leftarrow w - \eta (g + \mu a)` with the
@@ -178,20 +155,42 @@ class MomentumOptimizer(_TfOptimizer):
       0.71
     """
 
+    slots: ClassVar[Mapping[str, str]] = {"momentum": "Momentum"}
+    _widen_for_sparse = False
+
     def __init__(
         self,
         learning_rate: LearningRate,
         momentum: Annotated[float, ">= 0"],
         use_nesterov: bool = False,
     ) -> None:
-        trace = optax.trace(decay=momentum, nesterov=use_nesterov)
-        sparse = _sparse_rules.momentum(momentum, use_nesterov)
-        super().__init__(
-            learning_rate, _then_rate(trace), sparse, momentum=momentum, use_nesterov=use_nesterov
+        super().__init__(learning_rate, momentum=momentum, use_nesterov=use_nesterov)
+        self._momentum = momentum
+        self._use_nesterov = use_nesterov
+
+    def _chain(self) -> Chain:
+        trace = optax.trace(decay=self._momentum, nesterov=self._use_nesterov)
+        return Chain(_then_rate(trace), {"momentum": ((0, "trace"), 1)})
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        var, accum = _kernels.momentum(
+            grad, var, slots["momentum"], _lr(step, var), self._momentum, self._use_nesterov
         )
+        return var, {"momentum": accum}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        def kernel(g: Array, w: Array, a: Array) -> tuple[Array, ...]:
+            return _kernels.momentum(g, w, a, _lr(step, w), self._momentum, self._use_nesterov)
+
+        var, accum = _kernels.on_rows(kernel, grad, var, slots["momentum"])
+        return var, {"momentum": accum}
 
 
-class AdamOptimizer(_TfOptimizer):
+class AdamOptimizer(TF1Optimizer):
     r"""Adam in TensorFlow's "epsilon hat" form (Kingma & Ba, 2015, end of Section 2).
 
     .. math::
@@ -209,7 +208,7 @@ class AdamOptimizer(_TfOptimizer):
     An ``fg.IndexedSlices`` gradient gets TensorFlow's sparse Adam
     (``_apply_sparse_shared``): all of :math:`m` and :math:`v` are decayed, the summed
     rows added, and *every* row of the variable moves — as costly as a dense step.
-    :class:`LazyAdamOptimizer` changes the touched rows only.
+    ``fg.train.LazyAdamOptimizer`` changes the touched rows only.
 
     Args:
       learning_rate: :math:`\eta`, a number or a ``schedule(step)``.
@@ -227,7 +226,7 @@ class AdamOptimizer(_TfOptimizer):
       0.9
     """
 
-    _lazy = False
+    slots: ClassVar[Mapping[str, str]] = {"m": "Adam", "v": "Adam"}
 
     def __init__(
         self,
@@ -236,56 +235,140 @@ class AdamOptimizer(_TfOptimizer):
         beta2: Annotated[float, "in [0, 1)"] = 0.999,
         epsilon: Annotated[float, ">= 0"] = 1e-8,
     ) -> None:
-        scale = scale_by_tf_adam(beta1, beta2, epsilon)
-        sparse = (_sparse_rules.lazy_adam if self._lazy else _sparse_rules.adam)(
-            beta1, beta2, epsilon
+        _refuse_fed_betas(f"fg.train.{type(self).__name__}(...)", beta1=beta1, beta2=beta2)
+        super().__init__(learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon)
+        self._beta1 = beta1
+        self._beta2 = beta2
+        self._epsilon = epsilon
+        self._beta1_t = jnp.float32(beta1)
+        self._beta2_t = jnp.float32(beta2)
+        self._epsilon_t = jnp.float32(epsilon)
+
+    def _chain(self) -> Chain:
+        scale = scale_by_tf_adam(self._beta1, self._beta2, self._epsilon)
+        return Chain(
+            _then_rate(scale),
+            {"m": ((0, "mu"), 1), "v": ((0, "nu"), 1)},
+            {"beta1_power": (0, "beta1_power"), "beta2_power": (0, "beta2_power")},
         )
-        super().__init__(
-            learning_rate, _then_rate(scale), sparse, beta1=beta1, beta2=beta2, epsilon=epsilon
+
+    def _non_slots(self) -> dict[str, float]:
+        return {"beta1_power": self._beta1, "beta2_power": self._beta2}
+
+    def _prepare(self, step: TF1Step) -> dict[str, Any]:
+        """The bias-corrected rate ``alpha``, ``lr * sqrt(1 - beta2_power) / (1 -
+        beta1_power)``: the ``ApplyAdam`` kernel computes it per variable from the same
+        scalars, so once per step gives every variable the same number."""
+        beta1_power, beta2_power = step.non_slots["beta1_power"], step.non_slots["beta2_power"]
+        return {"alpha": step.learning_rate * jnp.sqrt(1 - beta2_power) / (1 - beta1_power)}
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        delta, m, v = _kernels.adam(
+            grad, slots["m"], slots["v"], step.prepared["alpha"], self._beta1_t, self._beta2_t,
+            self._epsilon_t, nesterov=False,
+        )  # fmt: skip
+        return var - delta, {"m": m, "v": v}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        """``_apply_sparse_shared``: all of ``m`` and ``v`` decayed, the rows added, every
+        row of the variable moved (dense in cost, as in TensorFlow)."""
+        m, v = slots["m"], slots["v"]
+        beta1, beta2 = self._beta1_t.astype(m.dtype), self._beta2_t.astype(v.dtype)
+        m, v = _kernels.adam_sparse_moments(grad, m, v, beta1, beta2)
+        alpha = step.prepared["alpha"].astype(m.dtype)
+        return var - alpha * m / (jnp.sqrt(v) + self._epsilon), {"m": m, "v": v}
+
+    def _finish(self, non_slots: dict[str, Array], step: TF1Step) -> dict[str, Array]:
+        return {
+            **non_slots,
+            "beta1_power": non_slots["beta1_power"] * self._beta1_t,
+            "beta2_power": non_slots["beta2_power"] * self._beta2_t,
+        }
+
+    def _restore_non_slots(
+        self, caller: str, inner: Any, values: dict[str, Any], global_step: int
+    ) -> Any:
+        """The powers as read and, in the chain's state, its step count: the ``t`` of
+        ``beta1_power = beta1 ** (t + 1)`` (both powers are read, or neither)."""
+        if self._stepped_by_chain():
+            if len(values) != 2:
+                raise ValueError(
+                    f"{caller}: name_map keeps one of ['beta1_power', 'beta2_power'] (maps it "
+                    "to None) and reads the other; Adam's step is the pair's, so map both to "
+                    "None or neither."
+                )
+            powers = [float(values["beta1_power"]), float(values["beta2_power"])]
+            count = _adam_count(powers, [self._beta1, self._beta2], global_step)
+            if count is None:
+                raise ValueError(
+                    f"{caller}: beta1_power={powers[0]} and beta2_power={powers[1]} are not "
+                    f"powers of this optimizer's beta1={self._beta1} and beta2={self._beta2}; "
+                    f"build fg.train.{type(self).__name__} with the beta1 and beta2 of the "
+                    "TensorFlow run."
+                )
+            inner = put_path(inner, (0, "step"), placed_like(count, inner[0].step))
+        return super()._restore_non_slots(caller, inner, values, global_step)
+
+
+def _refuse_fed_betas(caller: str, **betas: Any) -> None:
+    """Raise, naming the way, for a beta fed as a schedule or an array (TensorFlow's tensor
+    of ``global_step``): TensorFlow's Adam with such betas is built from its optax piece."""
+    fed = [
+        f"{k} is {'a function (a schedule?)' if callable(v) else 'an array'}"
+        for k, v in betas.items()
+        if callable(v) or isinstance(v, jax.Array | np.ndarray)
+    ]
+    if fed:
+        raise TypeError(
+            f"{caller}: {', '.join(fed)}, and Adam's betas here are Python numbers; for betas "
+            "that change with the step, build TensorFlow's Adam from its optax piece, "
+            "fg.train.Optimizer(optax.chain(optax.inject_hyperparams(fg.train.scale_by_tf_adam)"
+            "(beta1=schedule, beta2=0.999), fg.train.scale_by_learning_rate(rate))) (docs: "
+            "porting.md, Hyperparameters that change while training)."
         )
 
 
-class LazyAdamOptimizer(AdamOptimizer):
-    r"""``tf.contrib.opt.LazyAdamOptimizer``: Adam whose sparse step touches only the
-    rows of the batch.
+def power(beta: float, n: int) -> np.float32:
+    """``beta ** n`` as TensorFlow's ``beta1_power`` holds it: float32 ``beta``, multiplied
+    ``n`` times in float32 (not ``np.float32(beta) ** n``, which rounds differently)."""
+    product, b = np.float32(1.0), np.float32(beta)
+    while n > 0 and product != 0:
+        chunk = min(n, 1 << 20)
+        product = np.multiply.accumulate(np.concatenate([[product], np.full(chunk, b)]))[-1]
+        n -= chunk
+    return np.float32(product)
 
-    For an ``fg.IndexedSlices`` gradient (duplicate ids summed first), only the touched
-    rows :math:`i` of :math:`m`, :math:`v` and the variable change:
 
-    .. math::
-      m_i \leftarrow \beta_1 m_i + (1 - \beta_1) g_i, \quad
-      v_i \leftarrow \beta_2 v_i + (1 - \beta_2) g_i^2, \quad
-      w_i \leftarrow w_i - \eta \frac{\sqrt{1 - \beta_2^t}}{1 - \beta_1^t}
-        \frac{m_i}{\sqrt{v_i} + \hat\epsilon}
+def _adam_count(powers: list[float], betas: list[float], global_step: int) -> int | None:
+    """Adam's step ``t`` from TensorFlow's ``beta_power = beta ** (t + 1)``.
 
-    so a step costs the batch, not the table.  The bias correction's :math:`t` counts
-    every step (``beta1_power`` / ``beta2_power`` advance once per step, as in
-    TensorFlow), not the steps that touched the row.  A dense gradient gets
-    :class:`AdamOptimizer`'s update; the slots, their TF checkpoint names (``W/Adam``,
-    ``W/Adam_1``, ``beta1_power``) and the arguments are Adam's.
-
-    Args:
-      learning_rate: :math:`\eta`, a number or a ``schedule(step)``, as for Adam.
-      beta1: :math:`\beta_1`, as for Adam.
-      beta2: :math:`\beta_2`, as for Adam.
-      epsilon: :math:`\hat\epsilon`, as for Adam.
-
-    Raises:
-      ValueError: an argument is negative or not finite.
-
-    Example:
-      >>> opt = fg.train.LazyAdamOptimizer(0.1)
-      >>> state = opt.init(jnp.ones((3, 2)))
-      >>> g = fg.IndexedSlices(jnp.ones((2, 2)), jnp.array([2, 2]), (3, 2))
-      >>> state = opt.apply_gradients([(g, None)], state)
-      >>> np.asarray(state.params, np.float64).round(4).tolist()  # rows 0, 1 untouched
-      [[1.0, 1.0], [1.0, 1.0], [0.9, 0.9]]
+    ``global_step`` when it gives both powers exactly (a ``minimize(global_step=...)``
+    run); else the count each power's logarithm gives — exact while ``beta1_power`` is a
+    normal float32, within one after (when ``1 - beta2 ** t`` is 1 in float32 anyway).
+    Once both powers are 0, every ``t`` past that gives the same numbers.  ``None`` when
+    the powers do not come from these betas (not in ``(0, beta]``, or the two counts
+    disagree).
     """
+    if all(power(b, global_step + 1) == p for b, p in zip(betas, powers, strict=True)):
+        return global_step
+    tiny = float(np.finfo(np.float32).tiny)
+    pairs = [(p, float(np.float32(b))) for p, b in zip(powers, betas, strict=True)]
+    if any(not 0 <= p <= b for p, b in pairs):
+        return None
+    counts = [round(math.log(p) / math.log(b)) - 1 for p, b in pairs if 0 < b < 1 and p >= tiny]
+    if len(counts) == 2 and abs(counts[0] - counts[1]) > 1 + counts[0] // 1000:
+        return None
+    if counts:
+        return counts[0]
+    past = [math.ceil(math.log(tiny) / math.log(b)) for _, b in pairs if 0 < b < 1]
+    return max(global_step, *past)
 
-    _lazy = True
 
-
-class RMSPropOptimizer(_TfOptimizer):
+class RMSPropOptimizer(TF1Optimizer):
     r"""RMSProp as TensorFlow 1.x computes it: mean square starting at one, epsilon
     inside the square root, the learning rate inside the momentum.
 
@@ -315,6 +398,10 @@ class RMSPropOptimizer(_TfOptimizer):
       0.8246
     """
 
+    slots: ClassVar[Mapping[str, str]] = {"rms": "RMSProp", "mg": "RMSProp", "momentum": "RMSProp"}
+    _widen_for_sparse = False
+    _sparse_takes_held_slots = True
+
     def __init__(
         self,
         learning_rate: LearningRate,
@@ -323,21 +410,74 @@ class RMSPropOptimizer(_TfOptimizer):
         epsilon: Annotated[float, ">= 0"] = 1e-10,
         centered: bool = False,
     ) -> None:
-        by = optax.scale_by_stddev if centered else optax.scale_by_rms
-        scale = by(decay=decay, eps=epsilon, initial_scale=1.0, eps_in_sqrt=True)
-        trace = optax.trace(decay=momentum)
         super().__init__(
-            learning_rate,
+            learning_rate, decay=decay, momentum=momentum, epsilon=epsilon, centered=centered
+        )
+        self._decay = decay
+        self._momentum = momentum
+        self._epsilon = epsilon
+        self._centered = centered
+
+    def _chain(self) -> Chain:
+        by = optax.scale_by_stddev if self._centered else optax.scale_by_rms
+        scale = by(decay=self._decay, eps=self._epsilon, initial_scale=1.0, eps_in_sqrt=True)
+        trace = optax.trace(decay=self._momentum)
+        mg = {"mg": ((0, "mu"), 1)} if self._centered else {}
+        return Chain(
             lambda lr: optax.chain(scale, scale_by_learning_rate(lr), trace),
-            _sparse_rules.rmsprop(decay, momentum, epsilon, centered),
-            decay=decay,
-            momentum=momentum,
-            epsilon=epsilon,
-            centered=centered,
+            {"rms": ((0, "nu"), 1), **mg, "momentum": ((2, "trace"), -1)},
         )
 
+    def _slots_of(self, var: Array) -> tuple[str, ...]:
+        return ("rms", "mg", "momentum") if self._centered else ("rms", "momentum")
 
-class AdagradOptimizer(_TfOptimizer):
+    def _slot_initial(self, key: str, var: Array) -> Array:
+        return jnp.ones_like(var) if key == "rms" else jnp.zeros_like(var)
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        lr, rho, mu, eps = _lr(step, var), self._decay, self._momentum, self._epsilon
+        if self._centered:
+            var, ms, mg, mom = _kernels.centered_rmsprop(
+                grad, var, slots["rms"], slots["mg"], slots["momentum"], lr, rho, mu, eps
+            )
+            return var, {"rms": ms, "mg": mg, "momentum": mom}
+        var, ms, mom = _kernels.rmsprop(
+            grad, var, slots["rms"], slots["momentum"], lr, rho, mu, eps
+        )
+        return var, {"rms": ms, "momentum": mom}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        """``SparseApplyRMSProp`` / ``SparseApplyCenteredRMSProp``, in their own order of
+        arithmetic (``ms * rho + g^2 (1 - rho)``). The momentum comes as the state holds it
+        (negated, in the optax chain's state): only its touched rows are signed."""
+        rho, mu, eps = self._decay, self._momentum, self._epsilon
+        sign = self._layout()[0]["momentum"][1]
+        if self._centered:
+
+            def centered(g: Array, w: Array, ms: Array, mg: Array, mom: Array) -> tuple[Array, ...]:
+                w, ms, mg, mom = _kernels.sparse_centered_rmsprop(
+                    g, w, ms, mg, sign * mom, _lr(step, w), rho, mu, eps
+                )
+                return w, ms, mg, sign * mom
+
+            var, ms, mg, mom = _kernels.on_rows(
+                centered, grad, var, slots["rms"], slots["mg"], slots["momentum"]
+            )
+            return var, {"rms": ms, "mg": mg, "momentum": mom}
+
+        def plain(g: Array, w: Array, ms: Array, mom: Array) -> tuple[Array, ...]:
+            w, ms, mom = _kernels.sparse_rmsprop(g, w, ms, sign * mom, _lr(step, w), rho, mu, eps)
+            return w, ms, sign * mom
+
+        var, ms, mom = _kernels.on_rows(plain, grad, var, slots["rms"], slots["momentum"])
+        return var, {"rms": ms, "momentum": mom}
+
+
+class AdagradOptimizer(TF1Optimizer):
     r"""Adagrad: :math:`n \leftarrow n + g^2`, :math:`w \leftarrow w - \eta g / \sqrt{n}`.
 
     Args:
@@ -355,19 +495,39 @@ class AdagradOptimizer(_TfOptimizer):
       0.75
     """
 
+    slots: ClassVar[Mapping[str, str]] = {"accumulator": "Adagrad"}
+    _widen_for_sparse = False
+
     def __init__(
         self, learning_rate: LearningRate, initial_accumulator_value: Annotated[float, "> 0"] = 0.1
     ) -> None:
-        scale = optax.scale_by_rss(initial_accumulator_value, eps=0.0)
-        super().__init__(
-            learning_rate,
-            _then_rate(scale),
-            _sparse_rules.adagrad(),
-            initial_accumulator_value=initial_accumulator_value,
-        )
+        super().__init__(learning_rate, initial_accumulator_value=initial_accumulator_value)
+        self._initial_accumulator_value = initial_accumulator_value
+
+    def _chain(self) -> Chain:
+        scale = optax.scale_by_rss(self._initial_accumulator_value, eps=0.0)
+        return Chain(_then_rate(scale), {"accumulator": ((0, "sum_of_squares"), 1)})
+
+    def _slot_initial(self, key: str, var: Array) -> Array:
+        return jnp.full_like(var, self._initial_accumulator_value)
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        var, accum = _kernels.adagrad(grad, var, slots["accumulator"], _lr(step, var))
+        return var, {"accumulator": accum}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        def kernel(g: Array, w: Array, n: Array) -> tuple[Array, ...]:
+            return _kernels.adagrad(g, w, n, _lr(step, w))
+
+        var, accum = _kernels.on_rows(kernel, grad, var, slots["accumulator"])
+        return var, {"accumulator": accum}
 
 
-class AdadeltaOptimizer(_TfOptimizer):
+class AdadeltaOptimizer(TF1Optimizer):
     r"""Adadelta (Zeiler, 2012) with a learning rate, as TensorFlow applies it.
 
     .. math::
@@ -390,18 +550,48 @@ class AdadeltaOptimizer(_TfOptimizer):
       0.1835
     """
 
+    slots: ClassVar[Mapping[str, str]] = {"accum": "Adadelta", "accum_update": "Adadelta"}
+    _widen_for_sparse = False
+
     def __init__(
         self,
         learning_rate: LearningRate = 0.001,
         rho: Annotated[float, "in [0, 1]"] = 0.95,
         epsilon: Annotated[float, ">= 0"] = 1e-8,
     ) -> None:
-        scale = optax.scale_by_adadelta(rho=rho, eps=epsilon)
-        sparse = _sparse_rules.adadelta(rho, epsilon)
-        super().__init__(learning_rate, _then_rate(scale), sparse, rho=rho, epsilon=epsilon)
+        super().__init__(learning_rate, rho=rho, epsilon=epsilon)
+        self._rho = rho
+        self._epsilon = epsilon
+
+    def _chain(self) -> Chain:
+        scale = optax.scale_by_adadelta(rho=self._rho, eps=self._epsilon)
+        return Chain(_then_rate(scale), {"accum": ((0, "e_g"), 1), "accum_update": ((0, "e_x"), 1)})
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        var, n, d = _kernels.adadelta(
+            grad,
+            var,
+            slots["accum"],
+            slots["accum_update"],
+            _lr(step, var),
+            self._rho,
+            self._epsilon,
+        )
+        return var, {"accum": n, "accum_update": d}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        def kernel(g: Array, w: Array, n: Array, d: Array) -> tuple[Array, ...]:
+            return _kernels.adadelta(g, w, n, d, _lr(step, w), self._rho, self._epsilon)
+
+        var, n, d = _kernels.on_rows(kernel, grad, var, slots["accum"], slots["accum_update"])
+        return var, {"accum": n, "accum_update": d}
 
 
-class FtrlOptimizer(_TfOptimizer):
+class FtrlOptimizer(TF1Optimizer):
     r"""FTRL-Proximal (McMahan et al., 2013), TensorFlow's ``ApplyFtrlV2`` rule.
 
     See :func:`~funcgrad.train.tf_ftrl` for the formula.
@@ -426,6 +616,9 @@ class FtrlOptimizer(_TfOptimizer):
       [0.0, 0.0]
     """
 
+    slots: ClassVar[Mapping[str, str]] = {"accum": "Ftrl", "linear": "Ftrl"}
+    _widen_for_sparse = False
+
     def __init__(
         self,
         learning_rate: LearningRate,
@@ -436,27 +629,53 @@ class FtrlOptimizer(_TfOptimizer):
         l2_shrinkage_regularization_strength: Annotated[float, ">= 0"] = 0.0,
         beta: Annotated[float | None, ">= 0"] = None,
     ) -> None:
-        arguments = {
-            "learning_rate_power": learning_rate_power,
-            "initial_accumulator_value": initial_accumulator_value,
-            "l1_regularization_strength": l1_regularization_strength,
-            "l2_regularization_strength": l2_regularization_strength,
-            "l2_shrinkage_regularization_strength": l2_shrinkage_regularization_strength,
-            "beta": 0.0 if beta is None else beta,
-        }
-        sparse = _sparse_rules.ftrl(
-            -learning_rate_power,
-            l1_regularization_strength,
-            l2_regularization_strength,
-            l2_shrinkage_regularization_strength,
-            arguments["beta"],
-        )
         super().__init__(
-            learning_rate, lambda lr: tf_ftrl(lr, *arguments.values()), sparse, **arguments
+            learning_rate,
+            learning_rate_power=learning_rate_power,
+            initial_accumulator_value=initial_accumulator_value,
+            l1_regularization_strength=l1_regularization_strength,
+            l2_regularization_strength=l2_regularization_strength,
+            l2_shrinkage_regularization_strength=l2_shrinkage_regularization_strength,
+            beta=0.0 if beta is None else beta,
+        )
+        self._arguments = tuple(self.hyperparameters.values())
+        self._initial_accumulator_value = initial_accumulator_value
+
+    def _chain(self) -> Chain:
+        arguments = self._arguments
+        return Chain(
+            lambda lr: tf_ftrl(lr, *arguments),
+            {"accum": (("accumulator",), 1), "linear": (("linear",), 1)},
         )
 
+    def _slot_initial(self, key: str, var: Array) -> Array:
+        if key == "accum":
+            return jnp.full_like(var, self._initial_accumulator_value)
+        return jnp.zeros_like(var)
 
-class ProximalGradientDescentOptimizer(_TfOptimizer):
+    def _kernel(self, lr: Array) -> Any:
+        power, _, l1, l2, l2_shrinkage, beta = self._arguments
+
+        def kernel(g: Array, w: Array, n: Array, z: Array) -> tuple[Array, ...]:
+            return _kernels.ftrl(g, w, n, z, lr.astype(w.dtype), -power, l1, l2, l2_shrinkage, beta)
+
+        return kernel
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        var, n, z = self._kernel(step.learning_rate)(grad, var, slots["accum"], slots["linear"])
+        return var, {"accum": n, "linear": z}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        kernel = self._kernel(step.learning_rate)
+        var, n, z = _kernels.on_rows(kernel, grad, var, slots["accum"], slots["linear"])
+        return var, {"accum": n, "linear": z}
+
+
+class ProximalGradientDescentOptimizer(TF1Optimizer):
     r"""Proximal gradient descent with L1/L2 (TensorFlow's ``ApplyProximalGradientDescent``).
 
     See :func:`~funcgrad.train.tf_proximal_gradient_descent` for the formula.
@@ -481,23 +700,42 @@ class ProximalGradientDescentOptimizer(_TfOptimizer):
       [1.0, 0.0]
     """
 
+    _widen_for_sparse = False
+
     def __init__(
         self,
         learning_rate: LearningRate,
         l1_regularization_strength: Annotated[float, ">= 0"] = 0.0,
         l2_regularization_strength: Annotated[float, ">= 0"] = 0.0,
     ) -> None:
-        l1, l2 = l1_regularization_strength, l2_regularization_strength
         super().__init__(
             learning_rate,
-            lambda lr: tf_proximal_gradient_descent(lr, l1, l2),
-            _sparse_rules.proximal_gradient_descent(l1, l2),
-            l1_regularization_strength=l1,
-            l2_regularization_strength=l2,
+            l1_regularization_strength=l1_regularization_strength,
+            l2_regularization_strength=l2_regularization_strength,
         )
+        self._l1 = l1_regularization_strength
+        self._l2 = l2_regularization_strength
+
+    def _chain(self) -> Chain:
+        l1, l2 = self._l1, self._l2
+        return Chain(lambda lr: tf_proximal_gradient_descent(lr, l1, l2), {})
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        return _kernels.proximal(var, grad, _lr(step, var), self._l1, self._l2), {}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        def kernel(g: Array, w: Array) -> tuple[Array, ...]:
+            return (_kernels.proximal(w, g, _lr(step, w), self._l1, self._l2),)
+
+        (var,) = _kernels.on_rows(kernel, grad, var)
+        return var, {}
 
 
-class ProximalAdagradOptimizer(_TfOptimizer):
+class ProximalAdagradOptimizer(TF1Optimizer):
     r"""Proximal Adagrad with L1/L2 (TensorFlow's ``ApplyProximalAdagrad``).
 
     See :func:`~funcgrad.train.tf_proximal_adagrad` for the formula.
@@ -518,6 +756,9 @@ class ProximalAdagradOptimizer(_TfOptimizer):
       Array([ 0.75, -0.15], dtype=float32)
     """
 
+    slots: ClassVar[Mapping[str, str]] = {"accumulator": "ProximalAdagrad"}
+    _widen_for_sparse = False
+
     def __init__(
         self,
         learning_rate: LearningRate,
@@ -525,14 +766,39 @@ class ProximalAdagradOptimizer(_TfOptimizer):
         l1_regularization_strength: Annotated[float, ">= 0"] = 0.0,
         l2_regularization_strength: Annotated[float, ">= 0"] = 0.0,
     ) -> None:
-        arguments = {
-            "initial_accumulator_value": initial_accumulator_value,
-            "l1_regularization_strength": l1_regularization_strength,
-            "l2_regularization_strength": l2_regularization_strength,
-        }
         super().__init__(
             learning_rate,
-            lambda lr: tf_proximal_adagrad(lr, *arguments.values()),
-            _sparse_rules.proximal_adagrad(l1_regularization_strength, l2_regularization_strength),
-            **arguments,
+            initial_accumulator_value=initial_accumulator_value,
+            l1_regularization_strength=l1_regularization_strength,
+            l2_regularization_strength=l2_regularization_strength,
         )
+        self._initial_accumulator_value = initial_accumulator_value
+        self._l1 = l1_regularization_strength
+        self._l2 = l2_regularization_strength
+
+    def _chain(self) -> Chain:
+        initial, l1, l2 = self._initial_accumulator_value, self._l1, self._l2
+        return Chain(
+            lambda lr: tf_proximal_adagrad(lr, initial, l1, l2),
+            {"accumulator": (("accumulator",), 1)},
+        )
+
+    def _slot_initial(self, key: str, var: Array) -> Array:
+        return jnp.full_like(var, self._initial_accumulator_value)
+
+    def _apply_dense(
+        self, grad: Array, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        var, n = _kernels.proximal_adagrad(
+            grad, var, slots["accumulator"], _lr(step, var), self._l1, self._l2
+        )
+        return var, {"accumulator": n}
+
+    def _apply_sparse(
+        self, grad: IndexedSlices, var: Array, slots: Slots, step: TF1Step
+    ) -> tuple[Array, Slots]:
+        def kernel(g: Array, w: Array, n: Array) -> tuple[Array, ...]:
+            return _kernels.proximal_adagrad(g, w, n, _lr(step, w), self._l1, self._l2)
+
+        var, n = _kernels.on_rows(kernel, grad, var, slots["accumulator"])
+        return var, {"accumulator": n}

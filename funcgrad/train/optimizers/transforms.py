@@ -50,7 +50,7 @@ def _map_unzip(
 def _as(value: Any, like: jax.Array) -> jax.Array:
     """``value`` in ``like``'s dtype (float32 or wider here), as TensorFlow casts
     hyperparameters to the variable's."""
-    return jnp.asarray(value).astype(like.dtype)
+    return jnp.asarray(value).astype(jnp.result_type(like))
 
 
 def _require_params(params: PyTree, name: str) -> None:
@@ -121,12 +121,13 @@ def scale_by_tf_adam(
     def update_fn(updates: PyTree, state: ScaleByTfAdamState, params: PyTree = None) -> Any:
         del params
         step = optax.safe_increment(state.step)
-        mu = jax.tree.map(lambda g, m: m + (g - m) * (1 - _as(beta1, m)), updates, state.mu)
-        nu = jax.tree.map(lambda g, v: v + (g * g - v) * (1 - _as(beta2, v)), updates, state.nu)
         alpha = jnp.sqrt(1 - state.beta2_power) / (1 - state.beta1_power)
-        scaled = jax.tree.map(
-            lambda m, v: m * alpha.astype(m.dtype) / (jnp.sqrt(v) + epsilon), mu, nu
-        )
+
+        def leaf(g: jax.Array, m: jax.Array, v: jax.Array) -> tuple[jax.Array, ...]:
+            b1_, b2_ = _as(beta1, m), _as(beta2, v)
+            return _kernels.adam(g, m, v, alpha.astype(m.dtype), b1_, b2_, epsilon, nesterov=False)
+
+        scaled, mu, nu = _map_unzip(leaf, 3, updates, state.mu, state.nu)
         powers = (state.beta1_power * b1, state.beta2_power * b2)
         return scaled, ScaleByTfAdamState(step, mu, nu, *powers)
 
@@ -203,11 +204,6 @@ def tf_ftrl(
     return in_float32(optax.GradientTransformation(init_fn, update_fn))
 
 
-def _proximal_step(w: jax.Array, g: jax.Array, alpha: jax.Array, l1: float, l2: float) -> jax.Array:
-    """The proximal step of TensorFlow's kernels: ``new_w - w`` for step size ``alpha``."""
-    return _kernels.proximal(w, g, alpha, l1, l2) - w
-
-
 def tf_proximal_gradient_descent(
     learning_rate: Any, l1: float = 0.0, l2: float = 0.0
 ) -> optax.GradientTransformation:
@@ -237,7 +233,7 @@ def tf_proximal_gradient_descent(
     def update_fn(updates: PyTree, state: Any, params: PyTree = None) -> Any:
         _require_params(params, "tf_proximal_gradient_descent")
         steps = jax.tree.map(
-            lambda g, w: _proximal_step(w, g, _as(learning_rate, w), l1, l2), updates, params
+            lambda g, w: _kernels.proximal(w, g, _as(learning_rate, w), l1, l2) - w, updates, params
         )
         return steps, state
 
@@ -280,9 +276,8 @@ def tf_proximal_adagrad(
     """
 
     def leaf(g: jax.Array, w: jax.Array, n: jax.Array) -> tuple[jax.Array, ...]:
-        n_t = n + g * g
-        alpha = _as(learning_rate, w) * jax.lax.rsqrt(n_t)
-        return _proximal_step(w, g, alpha, l1, l2), n_t
+        w_t, n_t = _kernels.proximal_adagrad(g, w, n, _as(learning_rate, w), l1, l2)
+        return w_t - w, n_t
 
     def init_fn(params: PyTree) -> TfProximalAdagradState:
         return TfProximalAdagradState(optax.tree.full_like(params, initial_accumulator_value))

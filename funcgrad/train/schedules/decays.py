@@ -41,28 +41,19 @@ __all__ = [
 ]
 
 
-def _number(caller: str, name: str, value: float, ok: Callable[[float], bool], need: str) -> float:
-    """``value`` as a float; it must be a finite real number for which ``ok`` holds."""
-    if not _checks.is_real_number(value):
-        raise TypeError(
-            f"{caller}: {name} must be a Python number, got {type(value).__name__}; "
-            "the schedule's shape is fixed when it is made (only the learning rate may be "
-            "an array)."
-        )
-    if not (math.isfinite(value) and ok(value)):
-        raise ValueError(
-            f"{caller}: {name} must be {need}, got {value!r}; pass a value {need} (see "
-            "the schedule's docstring for what it means)."
-        )
+def _number(caller: str, name: str, value: float, rule: str) -> float:
+    """``value`` as a float; it must be a finite real number within ``rule``
+    (``_checks.RULES``)."""
+    _checks.check_numbers(caller, {name: (value, rule)}, "see the schedule's docstring")
     return float(value)
 
 
 def _positive(caller: str, name: str, value: float) -> float:
-    return _number(caller, name, value, lambda v: v > 0, "finite and > 0")
+    return _number(caller, name, value, "> 0")
 
 
 def _non_negative(caller: str, name: str, value: float) -> float:
-    return _number(caller, name, value, lambda v: v >= 0, "finite and >= 0")
+    return _number(caller, name, value, ">= 0")
 
 
 def _rate(caller: str, name: str, value: ArrayLike) -> jax.Array:
@@ -81,7 +72,7 @@ def _rate(caller: str, name: str, value: ArrayLike) -> jax.Array:
             "learning rate."
         )
     if isinstance(value, int | float | np.ndarray | np.generic):
-        _number(caller, name, np.asarray(value).item(), lambda v: v >= 0, "finite and >= 0")
+        _number(caller, name, np.asarray(value).item(), ">= 0")
     rate = jnp.asarray(value, jnp.float32 if isinstance(value, int | float) else None)
     if not jnp.issubdtype(rate.dtype, jnp.floating):
         raise TypeError(
@@ -397,7 +388,7 @@ def cosine_decay(learning_rate: ArrayLike, decay_steps: float, alpha: float = 0.
 
 
 def _fraction(caller: str, name: str, value: float) -> float:
-    return _number(caller, name, value, lambda v: 0 <= v <= 1, "in [0, 1]")
+    return _number(caller, name, value, "in [0, 1]")
 
 
 def _half_cosine(fraction: jax.Array) -> jax.Array:
@@ -579,14 +570,7 @@ def noisy_linear_cosine_decay(
       True
     """
     caller = "fg.train.noisy_linear_cosine_decay(learning_rate, decay_steps, ..., key)"
-    is_key = isinstance(key, jax.Array) and (
-        jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
-        or (key.dtype == jnp.uint32 and key.shape == (2,))
-    )
-    if not is_key:
-        raise TypeError(
-            f"{caller}: key must be a PRNG key, got {key!r}; pass e.g. key=jax.random.key(0)."
-        )
+    _checks.check_key(caller, "key", key, "pass e.g. key=jax.random.key(0)")
     variance = _non_negative(caller, "initial_variance", initial_variance)
     power = _non_negative(caller, "variance_decay", variance_decay)
     shape = {"num_periods": num_periods, "alpha": alpha, "beta": beta}

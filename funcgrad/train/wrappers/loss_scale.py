@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from funcgrad import _checks
+from funcgrad._types import GradsAndVars
 from funcgrad._types import PyTree
 from funcgrad._types import is_array
 from funcgrad.indexed_slices import IndexedSlices
@@ -38,9 +39,9 @@ from funcgrad.train._loss_and_grads import LossCall
 from funcgrad.train._var_list import VarList
 from funcgrad.train.group import OptimizerGroup
 from funcgrad.train.names import variable_names
-from funcgrad.train.optimizer import GradsAndVars
 from funcgrad.train.optimizer import Optimizer
 from funcgrad.train.state import TrainState
+from funcgrad.train.wrappers._wrapper import Wrapper
 
 __all__ = ["LossScaleOptimizer", "LossScaleState"]
 
@@ -128,7 +129,7 @@ def _all_finite(grads: Sequence[Any]) -> jax.Array:
     return functools.reduce(jnp.logical_and, checks, jnp.bool_(True))
 
 
-class LossScaleOptimizer(Optimizer):
+class LossScaleOptimizer(Wrapper):
     r"""TensorFlow 1.x's ``MixedPrecisionLossScaleOptimizer`` over any ``fg.train`` optimizer.
 
     A step computes the gradients of ``loss_fn`` with the loss's cotangent multiplied
@@ -210,6 +211,8 @@ class LossScaleOptimizer(Optimizer):
       (0.0, 8.0, 2)
     """
 
+    state_type = LossScaleState
+
     def __init__(
         self,
         opt: Optimizer,
@@ -259,8 +262,7 @@ class LossScaleOptimizer(Optimizer):
             )
         if problems:
             raise ValueError(f"{caller}: {'; '.join(problems)}; pass values in range.")
-        self.optimizer = opt
-        self.var_list = opt.var_list
+        super().__init__(opt)
         self.dynamic = dynamic
         self.initial_scale = float(initial_scale)
         self.growth_steps = int(growth_steps)
@@ -292,12 +294,11 @@ class LossScaleOptimizer(Optimizer):
           >>> float(state.opt_state.loss_scale), int(state.opt_state.good_steps)
           (32768.0, 0)
         """
-        caller = self._caller("init(params)")
-        _habits.check_params(caller, params, "state = opt.init(state.params)")
-        inner = self.optimizer.init(params)
+        return super().init(params)
+
+    def _own_state(self, params: PyTree, inner: TrainState) -> LossScaleState:
         scale = jnp.asarray(self.initial_scale, jnp.float32)
-        ls_state = LossScaleState(scale, jnp.zeros([], jnp.int32), inner.opt_state)
-        return TrainState(inner.params, ls_state, inner.global_step)
+        return LossScaleState(scale, jnp.zeros([], jnp.int32), inner.opt_state)
 
     def loss_scale(self, state: TrainState) -> jax.Array:
         """The current loss scale of ``state``: TensorFlow's ``opt._loss_scale()``.
@@ -454,20 +455,24 @@ class LossScaleOptimizer(Optimizer):
             loss_fn, state, *args, var_list=var_list, grad_loss=grad_loss, has_aux=has_aux, **kwargs
         )
 
-    # The hooks of Optimizer's steps: the scale read from the state, the loss's
-    # cotangent scaled, the gradients unscaled, a non-finite step skipped.
-
-    def _check_state(self, caller: str, state: Any, call: str) -> None:
-        _loss_scale_state(caller, state, call)
+    # The hooks of Optimizer's steps: the loss's cotangent scaled by the state's scale,
+    # the gradients unscaled, a non-finite step skipped, the scale adjusted.
 
     def _scaled_loss(
         self, loss_fn: Callable[..., Any], state: Any, has_aux: bool
     ) -> Callable[..., Any]:
-        return _scaled_loss_fn(loss_fn, state.opt_state.loss_scale, has_aux)
+        if state is None:  # a wrapper's compute_gradients(loss_fn, params) around this one
+            raise TypeError(
+                "fg.train.LossScaleOptimizer: compute_gradients got the parameters alone, "
+                "and the loss scale is in the state; compute the gradients with the "
+                "LossScaleOptimizer itself: gvs = scaled.compute_gradients(loss_fn, state)."
+            )
+        inner = super()._scaled_loss(loss_fn, state, has_aux)
+        return _scaled_loss_fn(inner, state.opt_state.loss_scale, has_aux)
 
     def _unscaled(self, grads: list[Any], state: Any) -> list[Any]:
         inverse = 1 / state.opt_state.loss_scale  # once, as TF's _unscale_grads
-        return [_unscaled(g, inverse) for g in grads]
+        return super()._unscaled([_unscaled(g, inverse) for g in grads], state)
 
     def _apply(self, caller: str, call: str, grads: list[Any], state: TrainState) -> TrainState:
         """One step of the wrapped optimizer by unscaled ``grads`` (one per variable),
@@ -475,20 +480,18 @@ class LossScaleOptimizer(Optimizer):
         if all(g is None for g in grads):
             raise _pairs.no_gradients(caller, variable_names(state.params))
         ls_state = state.opt_state
-        inner = TrainState(state.params, ls_state.inner_state, state.global_step)
-        pairs = [(g, None) for g in grads]
 
-        def step(s: TrainState) -> TrainState:
-            return self.optimizer.apply_gradients(pairs, s)
+        def step(inner: TrainState) -> TrainState:
+            return self.optimizer._apply(caller, call, grads, inner)
 
         if self.dynamic:
             finite = _all_finite(grads)
-            new = jax.lax.cond(finite, step, lambda s: s, inner)
+            new = jax.lax.cond(finite, step, lambda s: s, self._inner(state))
             scale, good_steps = self._adjusted(ls_state, finite)
         else:
-            new, scale, good_steps = step(inner), ls_state.loss_scale, ls_state.good_steps
-        ls_state = LossScaleState(scale, good_steps, new.opt_state)
-        return TrainState(new.params, ls_state, new.global_step)
+            new = step(self._inner(state))
+            scale, good_steps = ls_state.loss_scale, ls_state.good_steps
+        return self._outer(state, new, loss_scale=scale, good_steps=good_steps)
 
     def _adjusted(self, ls_state: LossScaleState, finite: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The scale and counter after a step, by ``DynamicLossScale.update``'s rule."""
