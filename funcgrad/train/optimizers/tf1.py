@@ -240,9 +240,9 @@ class AdamOptimizer(TF1Optimizer):
         self._beta1 = beta1
         self._beta2 = beta2
         self._epsilon = epsilon
-        self._beta1_t = jnp.float32(beta1)
-        self._beta2_t = jnp.float32(beta2)
-        self._epsilon_t = jnp.float32(epsilon)
+        self._beta1_t = np.float32(beta1)
+        self._beta2_t = np.float32(beta2)
+        self._epsilon_t = np.float32(epsilon)
 
     def _chain(self) -> Chain:
         scale = scale_by_tf_adam(self._beta1, self._beta2, self._epsilon)

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from funcgrad._types import PyTree
@@ -110,7 +111,7 @@ def scale_by_tf_adam(
       ([1.0, -1.0], 1)
     """
 
-    b1, b2 = jnp.float32(beta1), jnp.float32(beta2)
+    b1, b2 = np.float32(beta1), np.float32(beta2)
 
     def init_fn(params: PyTree) -> ScaleByTfAdamState:
         mu, nu = optax.tree.zeros_like(params), optax.tree.zeros_like(params)  # two buffers

@@ -153,6 +153,25 @@ def test_vmap_over_a_batch_of_states_matches_a_loop(make) -> None:
 
 
 @pytest.mark.parametrize("make", OPTIMIZERS)
+def test_a_step_closes_over_no_array(make) -> None:
+    """A hyperparameter is a NumPy scalar, a literal of the step, never a ``jax.Array``
+    the step closes over: JAX 0.10 passes those as extra arguments, and a vmapped scan of
+    steps jitted once then called on its own outputs failed with "Execution supplied 39
+    arguments but compiled program expected 41" (examples/gradient_reversal.py)."""
+    opt = make()
+    state = opt.init(_params(jnp.float32))
+    for sparse in (False, True):  # the dense and the sparse rules
+        ids = np.array([0, 1, 1]) if sparse else None
+
+        def step(state, x, ids=ids):
+            read = jnp.sum if ids is None else (lambda a: a[ids].sum())
+            return opt.minimize(lambda p: _loss(p, x) + read(p["b"]), state)[0]
+
+        closed = jax.make_jaxpr(step)(state, X)
+        assert not [c for c in closed.consts if isinstance(c, jax.Array)], closed.consts
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS)
 def test_tx_chains_with_optax_and_matches_the_optimizer(make) -> None:
     opt = make()
     chained = fg.train.Optimizer(optax.chain(optax.identity(), opt.tx))

@@ -18,6 +18,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from funcgrad._types import LearningRate
 from funcgrad._types import Schedule
@@ -40,7 +41,7 @@ class SignOptimizer(TF1Optimizer):
         **more: Any,
     ) -> None:
         super().__init__(learning_rate, beta=beta, sign_decay_fn=sign_decay_fn, **more)
-        self._beta_t = jnp.float32(beta)
+        self._beta_t = np.float32(beta)
         self._sign_decay_fn = sign_decay_fn
 
     def _sign_decay(self, step: TF1Step) -> jax.Array:

@@ -12,7 +12,7 @@ from typing import Annotated
 from typing import ClassVar
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 
 from funcgrad._types import LearningRate
 from funcgrad._types import Schedule
@@ -62,7 +62,7 @@ class AddSignOptimizer(SignOptimizer):
         sign_decay_fn: Schedule | None = None,
     ) -> None:
         super().__init__(learning_rate, beta, sign_decay_fn, alpha=alpha)
-        self._alpha_t = jnp.float32(alpha)
+        self._alpha_t = np.float32(alpha)
 
     def _multiplier(self, sign_gm: jax.Array, sign_decay: jax.Array) -> jax.Array:
         return self._alpha_t + sign_decay * sign_gm

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from funcgrad._types import LearningRate
 from funcgrad._types import Schedule
@@ -64,7 +65,7 @@ class PowerSignOptimizer(SignOptimizer):
         sign_decay_fn: Schedule | None = None,
     ) -> None:
         super().__init__(learning_rate, beta, sign_decay_fn, base=base)
-        self._logbase_t = jnp.float32(math.log(base))
+        self._logbase_t = np.float32(math.log(base))
 
     def _multiplier(self, sign_gm: jax.Array, sign_decay: jax.Array) -> jax.Array:
         return jnp.exp(self._logbase_t * sign_decay * sign_gm)
