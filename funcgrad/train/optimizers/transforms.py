@@ -54,6 +54,13 @@ def _as(value: Any, like: jax.Array) -> jax.Array:
     return jnp.asarray(value).astype(jnp.result_type(like))
 
 
+def _float32(value: Any) -> Any:
+    """A hyperparameter in float32: a number as a NumPy scalar, a literal of the step and
+    not an array it closes over; an array (a value fed by ``optax.inject_hyperparams``)
+    as an array."""
+    return jnp.asarray(value, jnp.float32) if isinstance(value, jax.Array) else np.float32(value)
+
+
 def _require_params(params: PyTree, name: str) -> None:
     if params is None:
         raise ValueError(
@@ -111,7 +118,7 @@ def scale_by_tf_adam(
       ([1.0, -1.0], 1)
     """
 
-    b1, b2 = np.float32(beta1), np.float32(beta2)
+    b1, b2 = _float32(beta1), _float32(beta2)
 
     def init_fn(params: PyTree) -> ScaleByTfAdamState:
         mu, nu = optax.tree.zeros_like(params), optax.tree.zeros_like(params)  # two buffers
